@@ -1,0 +1,115 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package config loads and validates spire-registrar's config file, which uses
+// spire-controller-manager's ControllerManagerConfig format.
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// APIVersion and Kind are the type of the config file, as in spire-controller-manager.
+	APIVersion = "spire.spiffe.io/v1alpha1"
+	Kind       = "ControllerManagerConfig"
+
+	// DefaultSPIREServerSocketPath is where the SPIRE server's admin socket is mounted in the
+	// spire-server pod when spire-registrar runs as its sidecar.
+	DefaultSPIREServerSocketPath = "/spire-server/api.sock"
+
+	// DefaultParentIDTemplate links a pod's entry to the k8s_psat agent on its node.
+	DefaultParentIDTemplate = "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
+
+	// DefaultGCInterval is how often SPIRE is listed in full to repair out-of-band changes and
+	// remove orphans. Events are handled incrementally, so unlike spire-controller-manager's
+	// 10s this only bounds repair time; a full list of 300k entries every few minutes is a
+	// load a SPIRE server bears.
+	DefaultGCInterval = 5 * time.Minute
+)
+
+// DefaultIgnoreNamespaces are the namespaces whose pods never get entries when the config
+// does not say otherwise: the system namespaces and SPIRE's own.
+var DefaultIgnoreNamespaces = []string{"kube-system", "kube-public", "spire-system"}
+
+// Config is the validated configuration the controllers run with.
+type Config struct {
+	TrustDomain           spiffeid.TrustDomain
+	ClusterName           string
+	ClusterDomain         string
+	SPIREServerSocketPath string
+	// IgnoreNamespaces are the configured patterns; IsNamespaceIgnored applies them.
+	IgnoreNamespaces []string
+	ParentIDTemplate string
+	ClassName        string
+	WatchClassless   bool
+	GCInterval       time.Duration
+
+	ignoreNamespaces []*regexp.Regexp
+}
+
+// IsNamespaceIgnored reports whether a namespace matches one of the ignoreNamespaces
+// patterns. Patterns are anchored: "kube-.*" ignores kube-system but not my-kube-app.
+func (c *Config) IsNamespaceIgnored(namespace string) bool {
+	for _, re := range c.ignoreNamespaces {
+		if re.MatchString(namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClassMatches reports whether an object of the given className is this controller's to act
+// on: with no class configured every object is; otherwise objects of that class are, and
+// classless ones only when watchClassless is set.
+func (c *Config) ClassMatches(className string) bool {
+	switch {
+	case c.ClassName == "":
+		return true
+	case className == "":
+		return c.WatchClassless
+	default:
+		return className == c.ClassName
+	}
+}
+
+// Load reads, decodes and validates the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a config file's content. Unknown fields are errors, so a typo
+// never silently falls back to a default.
+func Parse(data []byte) (*Config, error) {
+	var file File
+	if err := yaml.UnmarshalStrict(data, &file); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	return file.Validate()
+}

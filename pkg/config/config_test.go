@@ -1,0 +1,175 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+trustDomain: example.org
+clusterName: demo
+`
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := cfg.TrustDomain.String(); got != "example.org" {
+		t.Errorf("TrustDomain = %q", got)
+	}
+	if cfg.SPIREServerSocketPath != DefaultSPIREServerSocketPath {
+		t.Errorf("SPIREServerSocketPath = %q", cfg.SPIREServerSocketPath)
+	}
+	if cfg.ParentIDTemplate != DefaultParentIDTemplate {
+		t.Errorf("ParentIDTemplate = %q", cfg.ParentIDTemplate)
+	}
+	if cfg.GCInterval != DefaultGCInterval {
+		t.Errorf("GCInterval = %v", cfg.GCInterval)
+	}
+	for _, ns := range []string{"kube-system", "kube-public", "spire-system"} {
+		if !cfg.IsNamespaceIgnored(ns) {
+			t.Errorf("default config does not ignore %s", ns)
+		}
+	}
+	if cfg.IsNamespaceIgnored("default") {
+		t.Errorf("default config ignores the default namespace")
+	}
+}
+
+func TestParseFullFile(t *testing.T) {
+	cfg, err := Parse([]byte(`
+apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+metadata:
+  name: config
+trustDomain: prod.example.org
+clusterName: east
+clusterDomain: cluster.local
+spireServerSocketPath: /run/spire/api.sock
+ignoreNamespaces: ["kube-.*", "istio-system"]
+parentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}"
+className: blue
+watchClassless: true
+gcInterval: 30s
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if cfg.ClusterDomain != "cluster.local" || cfg.SPIREServerSocketPath != "/run/spire/api.sock" ||
+		cfg.GCInterval != 30*time.Second || cfg.ClassName != "blue" || !cfg.WatchClassless {
+		t.Errorf("fields not honoured: %+v", cfg)
+	}
+	cases := map[string]bool{
+		"kube-system": true, "kube-node-lease": true, "istio-system": true,
+		"my-kube-app": false, "istio-system-2": false, "default": false,
+	}
+	for ns, want := range cases {
+		if got := cfg.IsNamespaceIgnored(ns); got != want {
+			t.Errorf("IsNamespaceIgnored(%q) = %v, want %v (patterns are anchored)", ns, got, want)
+		}
+	}
+}
+
+func TestDurationForms(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{
+		{"10s", 10 * time.Second},
+		{"\"1m30s\"", 90 * time.Second},
+		{"10000000000", 10 * time.Second},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cfg, err := Parse([]byte(minimal + "gcInterval: " + tc.value + "\n"))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if cfg.GCInterval != tc.want {
+				t.Errorf("GCInterval = %v, want %v", cfg.GCInterval, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmptyIgnoreNamespacesIgnoresNothing(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "ignoreNamespaces: []\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if cfg.IsNamespaceIgnored("kube-system") {
+		t.Errorf("an explicit empty list must not fall back to the defaults")
+	}
+}
+
+func TestClassMatches(t *testing.T) {
+	for _, tc := range []struct {
+		class, watchClassless, object string
+		want                          bool
+	}{
+		{"", "false", "", true},
+		{"", "false", "other", true},
+		{"blue", "false", "blue", true},
+		{"blue", "false", "", false},
+		{"blue", "true", "", true},
+		{"blue", "true", "red", false},
+	} {
+		cfg := &Config{ClassName: tc.class, WatchClassless: tc.watchClassless == "true"}
+		if got := cfg.ClassMatches(tc.object); got != tc.want {
+			t.Errorf("class %q watchClassless %s: ClassMatches(%q) = %v, want %v",
+				tc.class, tc.watchClassless, tc.object, got, tc.want)
+		}
+	}
+}
+
+func TestInvalidConfigNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, field string
+	}{
+		{"missing trust domain", "clusterName: demo\n", "trustDomain"},
+		{"bad trust domain", "trustDomain: Example.ORG!\nclusterName: demo\n", "trustDomain"},
+		{"trust domain as URI", "trustDomain: spiffe://example.org\nclusterName: demo\n", "trustDomain"},
+		{"missing cluster name", "trustDomain: example.org\n", "clusterName"},
+		{"wrong kind", "kind: Other\ntrustDomain: example.org\nclusterName: demo\n", "kind"},
+		{"wrong apiVersion", "apiVersion: v1\ntrustDomain: example.org\nclusterName: demo\n", "apiVersion"},
+		{"unknown field", minimal + "trustDomian: typo.org\n", "trustDomian"},
+		{"zero gcInterval", minimal + "gcInterval: 0s\n", "gcInterval"},
+		{"negative gcInterval", minimal + "gcInterval: -5s\n", "gcInterval"},
+		{"bad gcInterval", minimal + "gcInterval: soon\n", "gcInterval"},
+		{"bad regex", minimal + "ignoreNamespaces: [\"(\"]\n", "ignoreNamespaces[0]"},
+		{"bad parent template", minimal + "parentIDTemplate: \"{{ .Foo \"\n", "parentIDTemplate"},
+		{"dotted cluster domain", minimal + "clusterDomain: .cluster.local\n", "clusterDomain"},
+		{"unsupported leader election", minimal + "leaderElection:\n  leaderElect: true\n", "leaderElection"},
+		{"unsupported prefix", minimal + "entryIDPrefix: a\n", "entryIDPrefix"},
+		{"not yaml", "trustDomain: [\n", "decoding"},
+		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("Parse accepted an invalid config")
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %q", err, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,132 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// notSupported is the message for a spire-controller-manager field spire-registrar does not
+// implement: it is refused rather than ignored, so nobody runs with a setting that has no effect.
+const notSupported = "not supported by spire-registrar yet; remove it"
+
+// Validate checks the file, applies defaults and returns the runtime Config. Every problem is
+// reported, each naming its field.
+func (f *File) Validate() (*Config, error) {
+	var errs field.ErrorList
+	cfg := &Config{
+		ClusterName:           f.ClusterName,
+		ClusterDomain:         f.ClusterDomain,
+		SPIREServerSocketPath: f.SPIREServerSocketPath,
+		ParentIDTemplate:      f.ParentIDTemplate,
+		ClassName:             f.ClassName,
+		WatchClassless:        f.WatchClassless,
+		GCInterval:            DefaultGCInterval,
+		IgnoreNamespaces:      DefaultIgnoreNamespaces,
+	}
+
+	if f.APIVersion != "" && f.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), f.APIVersion, []string{APIVersion}))
+	}
+	if f.Kind != "" && f.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), f.Kind, []string{Kind}))
+	}
+
+	if f.TrustDomain == "" {
+		errs = append(errs, field.Required(field.NewPath("trustDomain"), "the SPIFFE trust domain, e.g. example.org"))
+	} else if td, err := spiffeid.TrustDomainFromString(f.TrustDomain); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("trustDomain"), f.TrustDomain, err.Error()))
+	} else if td.String() != f.TrustDomain {
+		// TrustDomainFromString also accepts a spiffe:// URI; the config wants the bare name.
+		errs = append(errs, field.Invalid(field.NewPath("trustDomain"), f.TrustDomain, "want a bare trust domain name like example.org"))
+	} else {
+		cfg.TrustDomain = td
+	}
+
+	if f.ClusterName == "" {
+		errs = append(errs, field.Required(field.NewPath("clusterName"), "the cluster name SPIRE's k8s_psat attestor uses"))
+	}
+	if f.ClusterDomain != "" && strings.Trim(f.ClusterDomain, ".") != f.ClusterDomain {
+		errs = append(errs, field.Invalid(field.NewPath("clusterDomain"), f.ClusterDomain, "must not start or end with a dot"))
+	}
+	if cfg.SPIREServerSocketPath == "" {
+		cfg.SPIREServerSocketPath = DefaultSPIREServerSocketPath
+	}
+
+	if f.IgnoreNamespaces != nil {
+		cfg.IgnoreNamespaces = *f.IgnoreNamespaces
+	}
+	for i, pattern := range cfg.IgnoreNamespaces {
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("ignoreNamespaces").Index(i), pattern, err.Error()))
+			continue
+		}
+		cfg.ignoreNamespaces = append(cfg.ignoreNamespaces, re)
+	}
+
+	if cfg.ParentIDTemplate == "" {
+		cfg.ParentIDTemplate = DefaultParentIDTemplate
+	} else if _, err := template.New("parentIDTemplate").Parse(cfg.ParentIDTemplate); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("parentIDTemplate"), cfg.ParentIDTemplate, err.Error()))
+	}
+
+	if f.GCInterval != nil {
+		if err := f.GCInterval.validate(field.NewPath("gcInterval")); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.GCInterval = f.GCInterval.Duration
+	}
+
+	errs = append(errs, f.unsupported()...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
+	}
+	return cfg, nil
+}
+
+// unsupported rejects every spire-controller-manager field that is set but not implemented.
+func (f *File) unsupported() field.ErrorList {
+	var errs field.ErrorList
+	reject := func(set bool, path string) {
+		if set {
+			errs = append(errs, field.Forbidden(field.NewPath(path), notSupported))
+		}
+	}
+	reject(f.EntryIDPrefix != "", "entryIDPrefix")
+	reject(f.EntryIDPrefixCleanup != nil, "entryIDPrefixCleanup")
+	reject(f.Reconcile != nil, "reconcile")
+	reject(f.StaticManifestPath != nil, "staticManifestPath")
+	reject(f.ExpandEnvStaticManifests, "expandEnvStaticManifests")
+	reject(f.LogLevel != "", "logLevel")
+	reject(f.Metrics != nil, "metrics")
+	reject(f.Health != nil, "health")
+	reject(f.LeaderElection != nil, "leaderElection")
+	reject(f.ValidatingWebhookConfigurationName != "", "validatingWebhookConfigurationName")
+	reject(len(f.Webhook) > 0, "webhook")
+	reject(f.SyncPeriod != nil, "syncPeriod")
+	reject(f.CacheNamespace != "", "cacheNamespace")
+	reject(len(f.CacheNamespaces) > 0, "cacheNamespaces")
+	reject(f.GracefulShutdown != nil, "gracefulShutDown")
+	reject(len(f.Controller) > 0, "controller")
+	return errs
+}
