@@ -1,0 +1,231 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package spire is a client for the SPIRE server's admin API (entry and
+// trust domain services) reached over the server's local unix socket. It
+// pages lists to completion, splits writes into bounded batches and reports
+// one result per input item, so controllers can reconcile item by item.
+package spire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	trustdomainv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/trustdomain/v1"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// DefaultPageSize is the page size used for list calls. SPIRE has no
+	// upper bound of its own; 1000 entries stay far below the 4 MiB default
+	// gRPC message limit while keeping round trips few on large servers.
+	DefaultPageSize = 1000
+
+	// DefaultBatchSize bounds the items sent in one Batch* call. SPIRE (as of
+	// v1.13) sets no per-batch limit, but the server rejects requests larger
+	// than gRPC's default 4 MiB receive size and handles a batch in a single
+	// datastore pass per item; 500 keeps requests around a few hundred KiB
+	// and matches the page size SPIRE's own CLI uses.
+	DefaultBatchSize = 500
+
+	// maxRecvMsgSize raises the client's receive limit above gRPC's 4 MiB
+	// default so a full page of large entries (many DNS names or selectors)
+	// cannot fail a whole listing.
+	maxRecvMsgSize = 32 << 20
+)
+
+// Client talks to one SPIRE server's admin API. Its methods are safe for
+// concurrent use; PageSize and BatchSize must be set before first use.
+type Client struct {
+	// PageSize is the page size requested from list calls; values <= 0 mean
+	// DefaultPageSize.
+	PageSize int
+	// BatchSize is the largest number of items sent in one Batch* call;
+	// values <= 0 mean DefaultBatchSize.
+	BatchSize int
+
+	conn    *grpc.ClientConn // nil when built by New over a caller's connection
+	entries entryv1.EntryClient
+	tds     trustdomainv1.TrustDomainClient
+
+	// readyDelay and readyMaxDelay shape WaitReady's polling; tests shorten
+	// them.
+	readyDelay    time.Duration
+	readyMaxDelay time.Duration
+	// probeTimeout bounds one readiness probe so a stuck connection attempt
+	// cannot hold WaitReady past its next poll.
+	probeTimeout time.Duration
+}
+
+// Dial returns a client for the SPIRE server admin socket at socketPath.
+// It does not connect: the socket may not exist yet (SPIRE still starting),
+// in which case calls fail with codes.Unavailable until it appears. Use
+// WaitReady to block until the server answers. opts are appended to the
+// client's defaults. ctx is used only for logging.
+func Dial(ctx context.Context, socketPath string, opts ...grpc.DialOption) (*Client, error) {
+	if socketPath == "" {
+		return nil, errors.New("spire server socket path is empty")
+	}
+	// The unix resolver needs an absolute path after "unix://"; a relative
+	// one would be read as an authority.
+	abs, err := filepath.Abs(socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("resolve spire server socket path %q: %w", socketPath, err)
+	}
+	dialOpts := []grpc.DialOption{
+		// The admin socket is local; access is controlled by file
+		// permissions, not TLS.
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// gRPC's default reconnect backoff grows to 2 minutes, which would
+		// leave the controller idle long after SPIRE comes up. A local
+		// socket is cheap to retry.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  250 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   5 * time.Second,
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+	}
+	conn, err := grpc.NewClient("unix://"+abs, append(dialOpts, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create spire server client for %q: %w", abs, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created SPIRE server client", "socket", abs)
+	c := New(conn)
+	c.conn = conn
+	return c, nil
+}
+
+// New returns a client over an existing connection, which the caller keeps
+// owning: Close does not close it.
+func New(cc grpc.ClientConnInterface) *Client {
+	return &Client{
+		entries:       entryv1.NewEntryClient(cc),
+		tds:           trustdomainv1.NewTrustDomainClient(cc),
+		readyDelay:    200 * time.Millisecond,
+		readyMaxDelay: 5 * time.Second,
+		probeTimeout:  10 * time.Second,
+	}
+}
+
+// Close releases the connection made by Dial.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	if err := c.conn.Close(); err != nil {
+		return fmt.Errorf("close spire server connection: %w", err)
+	}
+	return nil
+}
+
+// WaitReady blocks until the server answers a cheap call (a one-item entry
+// listing that returns IDs only), polling with capped exponential backoff.
+// It returns nil once the server answers, ctx's error (wrapped, with the
+// last failure) when ctx ends first, and the call's error at once if the
+// server answers with anything but a transient failure (e.g.
+// PERMISSION_DENIED), since waiting would not fix that.
+func (c *Client) WaitReady(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	delay := c.readyDelay
+	for attempt := 1; ; attempt++ {
+		err := c.probe(ctx)
+		if err == nil {
+			logger.V(2).Info("SPIRE server is ready", "attempts", attempt)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for spire server: %w (last error: %v)", ctx.Err(), err)
+		}
+		if !transient(err) {
+			return fmt.Errorf("wait for spire server: %w", err)
+		}
+		logger.V(2).Info("Waiting for SPIRE server", "attempt", attempt, "retryIn", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("wait for spire server: %w (last error: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, c.readyMaxDelay)
+	}
+}
+
+func (c *Client) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.probeTimeout)
+	defer cancel()
+	start := time.Now()
+	_, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
+		PageSize: 1,
+		// An empty mask returns only IDs: the probe needs no data.
+		OutputMask: &types.EntryMask{},
+	})
+	logCall(ctx, "ListEntries", start, err, "probe", true)
+	return err
+}
+
+// transient reports whether a readiness probe failure may go away by itself.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+func (c *Client) pageSize() int32 {
+	if c.PageSize <= 0 {
+		return DefaultPageSize
+	}
+	return int32(min(c.PageSize, math.MaxInt32))
+}
+
+func (c *Client) batchSize() int {
+	if c.BatchSize <= 0 {
+		return DefaultBatchSize
+	}
+	return c.BatchSize
+}
+
+// logCall records one RPC's timing at V(4): verbose enough for debugging
+// without flooding normal logs on every resync.
+func logCall(ctx context.Context, method string, start time.Time, err error, kv ...any) {
+	logger := klog.FromContext(ctx).V(4)
+	if !logger.Enabled() {
+		return
+	}
+	kv = append([]any{"method", method, "duration", time.Since(start)}, kv...)
+	if err != nil {
+		kv = append(kv, "err", err)
+	}
+	logger.Info("SPIRE API call", kv...)
+}

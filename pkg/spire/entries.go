@@ -1,0 +1,144 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package spire
+
+import (
+	"context"
+	"fmt"
+
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+)
+
+// EntryResult is the outcome of creating or updating one entry.
+type EntryResult struct {
+	// Entry is the entry as echoed by the server: set on success and, for a
+	// create that fails with ALREADY_EXISTS because a similar entry (same
+	// SPIFFE ID, parent ID and selector set) exists, set to that existing
+	// entry. Nil on any other failure, including ALREADY_EXISTS caused by a
+	// caller-chosen ID that is already taken.
+	Entry *types.Entry
+	// Err is nil when the item's status is OK, an *ItemError otherwise.
+	Err error
+}
+
+// ListEntries returns all registration entries, paging through the server
+// PageSize entries at a time. On any error, including one on a later page,
+// it returns the error and no entries.
+func (c *Client) ListEntries(ctx context.Context) ([]*types.Entry, error) {
+	return listAll(ctx, "ListEntries", "list entries", func(ctx context.Context, token string) ([]*types.Entry, string, error) {
+		resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
+			PageSize:  c.pageSize(),
+			PageToken: token,
+		})
+		return resp.GetEntries(), resp.GetNextPageToken(), err
+	})
+}
+
+// CreateEntries creates entries in batches of at most BatchSize and returns
+// one result per entry in input order. Entries without an ID get one from
+// the server. An RPC-level failure is returned as the error together with
+// the results of the batches completed before it (a prefix of entries);
+// see EntryResult for how ALREADY_EXISTS is reported.
+func (c *Client) CreateEntries(ctx context.Context, entries []*types.Entry) ([]EntryResult, error) {
+	if err := noNilEntries(entries); err != nil {
+		return nil, fmt.Errorf("create entries: %w", err)
+	}
+	return inBatches(ctx, "BatchCreateEntry", "create entries", c.batchSize(), entries, func(ctx context.Context, batch []*types.Entry) ([]EntryResult, error) {
+		resp, err := c.entries.BatchCreateEntry(ctx, &entryv1.BatchCreateEntryRequest{Entries: batch})
+		if err != nil {
+			return nil, err
+		}
+		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
+			return nil, err
+		}
+		out := make([]EntryResult, len(batch))
+		for i, r := range resp.GetResults() {
+			out[i] = EntryResult{Entry: r.GetEntry(), Err: itemErr("create entry", entryKey(batch[i]), r.GetStatus())}
+		}
+		return out, nil
+	})
+}
+
+// UpdateEntries updates entries, matched by ID, in batches of at most
+// BatchSize and returns one result per entry in input order. mask selects
+// the fields to write; nil writes every field, so unset fields are cleared.
+// Errors and partial results are as for CreateEntries; a missing ID fails
+// the item with NOT_FOUND.
+func (c *Client) UpdateEntries(ctx context.Context, entries []*types.Entry, mask *types.EntryMask) ([]EntryResult, error) {
+	if err := noNilEntries(entries); err != nil {
+		return nil, fmt.Errorf("update entries: %w", err)
+	}
+	return inBatches(ctx, "BatchUpdateEntry", "update entries", c.batchSize(), entries, func(ctx context.Context, batch []*types.Entry) ([]EntryResult, error) {
+		resp, err := c.entries.BatchUpdateEntry(ctx, &entryv1.BatchUpdateEntryRequest{Entries: batch, InputMask: mask})
+		if err != nil {
+			return nil, err
+		}
+		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
+			return nil, err
+		}
+		out := make([]EntryResult, len(batch))
+		for i, r := range resp.GetResults() {
+			out[i] = EntryResult{Entry: r.GetEntry(), Err: itemErr("update entry", entryKey(batch[i]), r.GetStatus())}
+		}
+		return out, nil
+	})
+}
+
+// DeleteEntries deletes entries by ID in batches of at most BatchSize and
+// returns one result per ID in input order; an ID that does not exist fails
+// with NOT_FOUND (see IsNotFound). Errors and partial results are as for
+// CreateEntries.
+func (c *Client) DeleteEntries(ctx context.Context, ids []string) ([]DeleteResult, error) {
+	return inBatches(ctx, "BatchDeleteEntry", "delete entries", c.batchSize(), ids, func(ctx context.Context, batch []string) ([]DeleteResult, error) {
+		resp, err := c.entries.BatchDeleteEntry(ctx, &entryv1.BatchDeleteEntryRequest{Ids: batch})
+		if err != nil {
+			return nil, err
+		}
+		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
+			return nil, err
+		}
+		out := make([]DeleteResult, len(batch))
+		for i, r := range resp.GetResults() {
+			out[i] = DeleteResult{ID: batch[i], Err: itemErr("delete entry", batch[i], r.GetStatus())}
+		}
+		return out, nil
+	})
+}
+
+// noNilEntries rejects nil items up front: protobuf cannot marshal them and
+// the whole batch would fail with an opaque error.
+func noNilEntries(entries []*types.Entry) error {
+	for i, e := range entries {
+		if e == nil {
+			return fmt.Errorf("entry %d is nil", i)
+		}
+	}
+	return nil
+}
+
+// entryKey names an entry in errors: its ID, or its SPIFFE ID before the
+// server has assigned one.
+func entryKey(e *types.Entry) string {
+	if e.GetId() != "" {
+		return e.GetId()
+	}
+	if id := e.GetSpiffeId(); id != nil {
+		return "spiffe://" + id.GetTrustDomain() + id.GetPath()
+	}
+	return ""
+}
