@@ -1,0 +1,129 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command spire-registrar keeps a SPIRE server's registration entries equal to what the
+// cluster's ClusterSPIFFEID resources declare.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	"github.com/spire-registrar/spire-registrar/pkg/app"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// options are the command-line flags.
+type options struct {
+	kubeconfig string
+	master     string
+	configFile string
+	workers    int
+}
+
+func main() {
+	klog.InitFlags(nil)
+	var opts options
+	flag.StringVar(&opts.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
+	flag.StringVar(&opts.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
+	flag.StringVar(&opts.configFile, "config", "", "Path to the config file (spire-controller-manager's ControllerManagerConfig format). Required.")
+	flag.IntVar(&opts.workers, "workers", 10, "Number of pods synced concurrently.")
+	flag.Parse()
+
+	ctx := signalContext()
+	if err := run(ctx, opts); err != nil {
+		klog.ErrorS(err, "spire-registrar failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, opts options) error {
+	logger := klog.FromContext(ctx)
+	if opts.configFile == "" {
+		return fmt.Errorf("--config is required")
+	}
+	if opts.workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", opts.workers)
+	}
+	cfg, err := config.Load(opts.configFile)
+	if err != nil {
+		return err
+	}
+
+	// With neither flag set this falls back to the in-cluster config.
+	restConfig, err := clientcmd.BuildConfigFromFlags(opts.master, opts.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client config: %w", err)
+	}
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.UserAgent = "spire-registrar"
+	// Status writes for many ClusterSPIFFEIDs and Events come in bursts.
+	restConfig.QPS, restConfig.Burst = 50, 100
+	kubeClient, err := clientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	spireAPIClient, err := spireclientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
+	}
+
+	spireClient, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
+	if err != nil {
+		return fmt.Errorf("connecting to SPIRE server at %s: %w", cfg.SPIREServerSocketPath, err)
+	}
+	defer spireClient.Close()
+
+	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
+	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
+		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.workers)
+	return app.Run(ctx, app.ControllerContext{
+		Config:         cfg,
+		KubeClient:     kubeClient,
+		SpireAPIClient: spireAPIClient,
+		KubeInformers:  kubeInformers,
+		SpireInformers: spireInformers,
+		SPIRE:          spireClient,
+	}, opts.workers)
+}
+
+// signalContext returns a context cancelled by the first SIGINT or SIGTERM, so the controller
+// shuts down cleanly; a second signal exits at once.
+func signalContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		klog.Info("Shutting down; send the signal again to exit immediately")
+		cancel()
+		<-signals
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}()
+	return ctx
+}

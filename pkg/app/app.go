@@ -1,0 +1,131 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package app constructs and runs spire-registrar's controllers. It is what the
+// spire-registrar binary runs, and what a larger manager binary embeds: construct the
+// controllers from your own clients and shared informer factories, start the factories, then
+// run the controllers, as kube-controller-manager does with its controller descriptors.
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// ControllerContext is what controllers are constructed from.
+type ControllerContext struct {
+	Config *config.Config
+	// KubeClient is used for Events; SpireAPIClient for the status of our resources.
+	KubeClient     clientset.Interface
+	SpireAPIClient spireclientset.Interface
+	// KubeInformers and SpireInformers are shared with any other controller of the binary.
+	// Constructors only register the informers they need; the caller starts the factories.
+	KubeInformers  informers.SharedInformerFactory
+	SpireInformers spireinformers.SharedInformerFactory
+	// SPIRE is the SPIRE server's admin API.
+	SPIRE spire.EntryClient
+}
+
+// Controller is a constructed controller, ready to run once the informer factories started.
+type Controller interface {
+	// Name identifies the controller in logs.
+	Name() string
+	// Run runs the controller with the given number of workers until ctx is done.
+	Run(ctx context.Context, workers int)
+	// HasSynced reports whether the controller completed its first sync with SPIRE.
+	HasSynced() bool
+}
+
+// Descriptor names a controller and says how to construct it.
+type Descriptor struct {
+	Name        string
+	Constructor func(ctx context.Context, cc ControllerContext) (Controller, error)
+}
+
+// Descriptors returns every controller spire-registrar has.
+func Descriptors() []Descriptor {
+	return []Descriptor{
+		{Name: entry.ControllerName, Constructor: newEntryController},
+	}
+}
+
+// NewInformerFactories returns the shared informer factories the controllers need. Objects
+// are stored without managedFields, which no controller reads and which can be most of a
+// pod's size.
+func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(stripManagedFields))
+	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(stripManagedFields))
+	return kube, spire
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// NewControllers constructs every controller from the context. Call it before starting the
+// informer factories, so that the informers the controllers register are started too.
+func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, error) {
+	var controllers []Controller
+	for _, d := range Descriptors() {
+		c, err := d.Constructor(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), d.Name)), cc)
+		if err != nil {
+			return nil, fmt.Errorf("constructing %s: %w", d.Name, err)
+		}
+		controllers = append(controllers, c)
+	}
+	return controllers, nil
+}
+
+// RunControllers runs the controllers until ctx is done and returns when all have stopped.
+func RunControllers(ctx context.Context, controllers []Controller, workers int) {
+	var wg sync.WaitGroup
+	for _, c := range controllers {
+		wg.Go(func() {
+			c.Run(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), c.Name())), workers)
+		})
+	}
+	wg.Wait()
+}
+
+// Run is the whole life of a standalone spire-registrar: construct the controllers, start the
+// informer factories, run until ctx is done, and shut the factories down.
+func Run(ctx context.Context, cc ControllerContext, workers int) error {
+	controllers, err := NewControllers(ctx, cc)
+	if err != nil {
+		return err
+	}
+	cc.KubeInformers.Start(ctx.Done())
+	cc.SpireInformers.Start(ctx.Done())
+	defer cc.KubeInformers.Shutdown()
+	defer cc.SpireInformers.Shutdown()
+	RunControllers(ctx, controllers, workers)
+	return nil
+}

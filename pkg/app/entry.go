@@ -1,0 +1,55 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+
+	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+)
+
+// entryController adapts the entry controller to the Controller interface.
+type entryController struct {
+	*entry.Controller
+}
+
+func (entryController) Name() string { return entry.ControllerName }
+
+func newEntryController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	cfg := cc.Config
+	c, err := entry.NewController(ctx,
+		cc.KubeInformers.Core().V1().Pods(),
+		cc.KubeInformers.Core().V1().Namespaces(),
+		cc.KubeInformers.Core().V1().Nodes(),
+		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
+		cc.KubeClient,
+		cc.SpireAPIClient,
+		cc.SPIRE,
+		entry.Options{
+			TrustDomain:      cfg.TrustDomain,
+			ClusterName:      cfg.ClusterName,
+			ClusterDomain:    cfg.ClusterDomain,
+			ParentIDTemplate: cfg.ParentIDTemplate,
+			IgnoreNamespace:  cfg.IsNamespaceIgnored,
+			ClassMatches:     cfg.ClassMatches,
+			ResyncInterval:   cfg.GCInterval,
+		})
+	if err != nil {
+		return nil, err
+	}
+	return entryController{c}, nil
+}

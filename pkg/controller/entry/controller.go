@@ -1,0 +1,264 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package entry is the controller that keeps SPIRE's registration entries equal to what
+// ClusterSPIFFEIDs declare for the cluster's pods.
+package entry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+const (
+	// ControllerName names the controller in logs, Events, metrics and leader election.
+	ControllerName = "spire-registrar-entry-controller"
+
+	// maxRetries is how often a key is retried before it is dropped and left to the next
+	// resync. With the backoff below that is about five minutes of retrying.
+	maxRetries = 15
+
+	// statusDelay batches status writes: a ClusterSPIFFEID that selects thousands of pods gets
+	// one status update for a burst of pod syncs, not one per pod.
+	statusDelay = time.Second
+
+	// podUIDIndex and nodeNameIndex find the pods an event is about.
+	podUIDIndex   = "uid"
+	nodeNameIndex = "spec.nodeName"
+)
+
+func init() {
+	// Events about our kinds need them in the scheme the recorder uses.
+	utilruntime.Must(spirescheme.AddToScheme(scheme.Scheme))
+}
+
+// Options are the settings the controller renders entries with.
+type Options struct {
+	// TrustDomain every rendered SPIFFE ID and parent ID must belong to.
+	TrustDomain spiffeid.TrustDomain
+	// ClusterName and ClusterDomain are offered to templates.
+	ClusterName   string
+	ClusterDomain string
+	// ParentIDTemplate renders each pod entry's parent ID.
+	ParentIDTemplate string
+	// IgnoreNamespace reports namespaces whose pods get no entries.
+	IgnoreNamespace func(namespace string) bool
+	// ClassMatches reports whether a resource's className is this controller's to handle.
+	ClassMatches func(className string) bool
+	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
+	ResyncInterval time.Duration
+}
+
+// Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods.
+//
+// Its unit of work is one pod, keyed by UID: every pod entry carries the pod's UID as a
+// selector, so a pod's entries are its own. Events are mapped to the pods they affect; a worker
+// renders a pod's declared entries from listers and diffs them against the entry cache, so an
+// event costs no SPIRE read. A full resync at start and every ResyncInterval diffs everything
+// against a fresh list; it is the only path that removes entries of pods the controller never
+// saw, and the one that repairs changes made behind its back.
+type Controller struct {
+	opts     Options
+	renderer *renderer
+	spire    spire.EntryClient
+	spireAPI spireclientset.Interface
+
+	podLister       corelisters.PodLister
+	podIndexer      cache.Indexer
+	namespaceLister corelisters.NamespaceLister
+	nodeLister      corelisters.NodeLister
+	csidLister      spirelisters.ClusterSPIFFEIDLister
+	cachesSynced    []cache.InformerSynced
+
+	// podQueue holds pod UIDs to sync; identityQueue holds ClusterSPIFFEID names whose
+	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may
+	// be out of date.
+	podQueue      workqueue.TypedRateLimitingInterface[types.UID]
+	identityQueue workqueue.TypedRateLimitingInterface[string]
+	statusQueue   workqueue.TypedRateLimitingInterface[string]
+
+	identities *identityCache
+	entries    *entryCache
+	outcomes   *outcomeTracker
+
+	// resyncLock lets pod syncs run concurrently (read) but never alongside a full resync
+	// (write), which replaces the entry cache under them.
+	resyncLock sync.RWMutex
+	// synced is set once the first full resync succeeded; nothing is written before.
+	synced atomic.Bool
+
+	eventBroadcaster record.EventBroadcaster
+	eventSink        record.EventSink
+	recorder         record.EventRecorder
+}
+
+// NewController wires the controller to the given informers. It registers indexes and event
+// handlers but starts nothing: the caller starts the informer factories, then calls Run.
+func NewController(
+	ctx context.Context,
+	podInformer coreinformers.PodInformer,
+	namespaceInformer coreinformers.NamespaceInformer,
+	nodeInformer coreinformers.NodeInformer,
+	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+	kubeClient clientset.Interface,
+	spireAPI spireclientset.Interface,
+	spireClient spire.EntryClient,
+	opts Options,
+) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	if opts.IgnoreNamespace == nil {
+		opts.IgnoreNamespace = func(string) bool { return false }
+	}
+	if opts.ClassMatches == nil {
+		opts.ClassMatches = func(string) bool { return true }
+	}
+	if opts.ResyncInterval <= 0 {
+		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
+	}
+	r, err := newRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	if err != nil {
+		return nil, err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	c := &Controller{
+		opts:     opts,
+		renderer: r,
+		spire:    spireClient,
+		spireAPI: spireAPI,
+
+		podLister:       podInformer.Lister(),
+		podIndexer:      podInformer.Informer().GetIndexer(),
+		namespaceLister: namespaceInformer.Lister(),
+		nodeLister:      nodeInformer.Lister(),
+		csidLister:      csidInformer.Lister(),
+		cachesSynced: []cache.InformerSynced{
+			podInformer.Informer().HasSynced,
+			namespaceInformer.Informer().HasSynced,
+			nodeInformer.Informer().HasSynced,
+			csidInformer.Informer().HasSynced,
+		},
+
+		podQueue:      newQueue[types.UID]("spire_registrar_pods"),
+		identityQueue: newQueue[string]("spire_registrar_clusterspiffeids"),
+		statusQueue:   newQueue[string]("spire_registrar_clusterspiffeid_status"),
+
+		identities: newIdentityCache(),
+		entries:    newEntryCache(),
+		outcomes:   newOutcomeTracker(),
+
+		eventBroadcaster: broadcaster,
+		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
+	}
+	if kubeClient != nil {
+		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
+	}
+
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{
+		podUIDIndex:   indexPodByUID,
+		nodeNameIndex: indexPodByNodeName,
+	}); err != nil {
+		return nil, fmt.Errorf("adding pod indexes: %w", err)
+	}
+	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, csidInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
+// from 10ms, so a brief SPIRE hiccup costs little, to 5 minutes, so a long outage is not
+// hammered; the token bucket caps the retry rate of all keys together, so a failure that hits
+// every pod at once does not turn into a retry storm.
+func newQueue[T comparable](name string) workqueue.TypedRateLimitingInterface[T] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, 5*time.Minute),
+			&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(50), 500)},
+		),
+		workqueue.TypedRateLimitingQueueConfig[T]{Name: name},
+	)
+}
+
+// HasSynced reports whether the controller has completed its first full resync; until then it
+// has written nothing. It is what a readiness probe should report.
+func (c *Controller) HasSynced() bool {
+	return c.synced.Load()
+}
+
+// Run waits for the informers, runs the first full resync (retrying until SPIRE answers),
+// then runs workers until ctx is done. It returns once every goroutine it started has ended.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	if c.eventSink != nil {
+		c.eventBroadcaster.StartStructuredLogging(3)
+		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
+	}
+	defer c.eventBroadcaster.Shutdown()
+
+	var wg sync.WaitGroup
+	defer func() {
+		c.podQueue.ShutDown()
+		c.identityQueue.ShutDown()
+		c.statusQueue.ShutDown()
+		wg.Wait()
+		logger.Info("Stopped controller", "controller", ControllerName)
+	}()
+
+	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
+		return
+	}
+	if !c.initialResync(ctx) {
+		return
+	}
+
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.podWorker, time.Second) })
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.identityWorker, time.Second) })
+	wg.Go(func() { wait.UntilWithContext(ctx, c.statusWorker, time.Second) })
+	wg.Go(func() { c.resyncLoop(ctx) })
+
+	<-ctx.Done()
+}

@@ -1,0 +1,290 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
+)
+
+type testEnv struct {
+	ctx        context.Context
+	controller *Controller
+	spire      *spiretest.Server
+	kube       *k8sfake.Clientset
+	spireAPI   *spirefake.Clientset
+}
+
+// newTestEnv builds a controller over fake clientsets with running informers and the
+// in-process SPIRE fake, without starting its workers: tests drive syncs directly.
+func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spirev1alpha1.ClusterSPIFFEID) *testEnv {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	spireObjects := make([]runtime.Object, len(identities))
+	for i, id := range identities {
+		spireObjects[i] = id
+	}
+	env := &testEnv{
+		ctx:      ctx,
+		spire:    spiretest.New(t),
+		kube:     k8sfake.NewClientset(kubeObjects...),
+		spireAPI: spirefake.NewSimpleClientset(spireObjects...),
+	}
+	client, err := spire.Dial(ctx, env.spire.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+
+	kubeInformers := informers.NewSharedInformerFactory(env.kube, 0)
+	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
+	env.controller, err = NewController(ctx,
+		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
+		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), nil, env.spireAPI, client,
+		Options{
+			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+			ClusterName:      "demo",
+			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+			ResyncInterval:   time.Hour,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeInformers.Start(ctx.Done())
+	spireInformers.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), env.controller.cachesSynced...) {
+		t.Fatal("caches did not sync")
+	}
+	t.Cleanup(func() { cancel(); kubeInformers.Shutdown(); spireInformers.Shutdown() })
+	return env
+}
+
+func namespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: ktypes.UID("uid-" + name)}}
+}
+
+func pod(ns, name, nodeName string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: ktypes.UID("uid-" + ns + "-" + name), Labels: labels},
+		Spec:       corev1.PodSpec{NodeName: nodeName, ServiceAccountName: name},
+	}
+}
+
+func identity(name string, age time.Duration, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
+	return &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: ktypes.UID("uid-" + name), Generation: 1, CreationTimestamp: metav1.NewTime(time.Now().Add(-age))},
+		Spec:       spec,
+	}
+}
+
+func selector(labels map[string]string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: labels}
+}
+
+// walkThroughIdentities are the two ClusterSPIFFEIDs of the reconcile walk-through.
+func walkThroughIdentities() []*spirev1alpha1.ClusterSPIFFEID {
+	const tmpl = "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}"
+	selectors := []string{"k8s:ns:{{ .PodMeta.Namespace }}", "k8s:sa:{{ .PodSpec.ServiceAccountName }}"}
+	return []*spirev1alpha1.ClusterSPIFFEID{
+		identity("web-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "production"}),
+			PodSelector:      selector(map[string]string{"app": "web-server"}),
+			DNSNameTemplates: []string{"web.example.com", "web-new.example.com"}, WorkloadSelectorTemplates: selectors,
+		}),
+		identity("api-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "development"}),
+			PodSelector: selector(map[string]string{"app": "api-server"}), WorkloadSelectorTemplates: selectors,
+		}),
+	}
+}
+
+func TestFullResyncWalkThrough(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	api := pod("development", "api-server", "node-3", map[string]string{"app": "api-server"})
+	env := newTestEnv(t, []runtime.Object{
+		namespace("production", map[string]string{"env": "production"}),
+		namespace("development", map[string]string{"env": "development"}),
+		node("node-1"), node("node-3"), web, api,
+	}, walkThroughIdentities()...)
+	env.spire.SetEntries(
+		&spiretypes.Entry{Id: "entry-123", SpiffeId: sid("/ns/production/sa/web-server"), ParentId: sid("/k8s-node/node-1"),
+			Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(web.UID)}, {Type: "k8s", Value: "ns:production"}, {Type: "k8s", Value: "sa:web-server"}},
+			DnsNames:  []string{"web.example.com"}},
+		&spiretypes.Entry{Id: "entry-456", SpiffeId: sid("/ns/staging/sa/old-app"), ParentId: sid("/k8s-node/node-2"),
+			Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "ns:staging"}, {Type: "k8s", Value: "sa:old-app"}}},
+	)
+
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatalf("fullResync: %v", err)
+	}
+
+	entries := env.spire.Entries()
+	if len(entries) != 2 {
+		t.Fatalf("SPIRE holds %d entries, want 2: %v", len(entries), entries)
+	}
+	byPath := map[string]*spiretypes.Entry{}
+	for _, e := range entries {
+		byPath[e.GetSpiffeId().GetPath()] = e
+	}
+	webEntry := byPath["/ns/production/sa/web-server"]
+	if webEntry.GetId() != "entry-123" {
+		t.Errorf("web-server entry ID = %q, want entry-123 reused", webEntry.GetId())
+	}
+	if !slices.Equal(webEntry.GetDnsNames(), []string{"web.example.com", "web-new.example.com"}) {
+		t.Errorf("web-server DNS names = %v", webEntry.GetDnsNames())
+	}
+	apiEntry := byPath["/ns/development/sa/api-server"]
+	if apiEntry == nil || spiffeIDString(apiEntry.GetParentId()) != "spiffe://example.org/k8s-node/node-3" {
+		t.Errorf("api-server entry = %v", apiEntry)
+	}
+	if _, ok := byPath["/ns/staging/sa/old-app"]; ok {
+		t.Errorf("entry-456 was not deleted")
+	}
+
+	for _, name := range []string{"web-server-identity", "api-server-identity"} {
+		if err := env.controller.syncStatus(env.ctx, name); err != nil {
+			t.Fatalf("syncStatus(%s): %v", name, err)
+		}
+		csid, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1}
+		if csid.Status.Stats != want {
+			t.Errorf("%s stats = %+v, want %+v", name, csid.Status.Stats, want)
+		}
+	}
+
+	// Nothing changed: a second resync lists but writes nothing.
+	env.spire.ResetCalls()
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatalf("second fullResync: %v", err)
+	}
+	if n := env.spire.WriteCalls(); n != 0 {
+		t.Errorf("second resync made %d SPIRE writes, want 0", n)
+	}
+}
+
+func TestSyncPodFollowsThePod(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1")},
+		walkThroughIdentities()...)
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new pod: its entry is created by a pod sync alone, without listing SPIRE.
+	if _, err := env.kube.CoreV1().Pods("production").Create(env.ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPod(t, env, web.UID, true)
+	env.spire.ResetCalls()
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatalf("syncPod: %v", err)
+	}
+	if got := len(env.spire.Entries()); got != 1 {
+		t.Fatalf("entries = %d, want 1", got)
+	}
+	if n := env.spire.Calls(spiretest.MethodListEntries); n != 0 {
+		t.Errorf("pod sync listed SPIRE %d times, want 0", n)
+	}
+
+	// Syncing again changes nothing.
+	env.spire.ResetCalls()
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.spire.WriteCalls(); n != 0 {
+		t.Errorf("idle pod sync wrote %d times", n)
+	}
+
+	// A failed write is an error to retry, and leaves SPIRE as it was.
+	if err := env.kube.CoreV1().Pods("production").Delete(env.ctx, web.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPod(t, env, web.UID, false)
+	env.spire.FailNext(spiretest.MethodBatchDeleteEntry, 1, codes.Unavailable)
+	if err := env.controller.syncPod(env.ctx, web.UID); err == nil {
+		t.Errorf("syncPod succeeded while SPIRE failed")
+	}
+	if got := len(env.spire.Entries()); got != 1 {
+		t.Errorf("entries = %d after a failed delete, want 1", got)
+	}
+	// The retry deletes the entry of the deleted pod.
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := len(env.spire.Entries()); got != 0 {
+		t.Errorf("entries = %d after the pod was deleted, want 0", got)
+	}
+}
+
+func TestFailedListDeletesNothing(t *testing.T) {
+	env := newTestEnv(t, nil)
+	env.spire.SetEntries(podEntry("", "gone-1", "/a"), podEntry("", "gone-2", "/b"))
+	env.controller.spire.(*spire.Client).PageSize = 1
+	env.spire.FailListAfterPages(1)
+	if err := env.controller.fullResync(env.ctx); err == nil {
+		t.Fatal("fullResync succeeded with a broken list")
+	}
+	if got := len(env.spire.Entries()); got != 2 {
+		t.Errorf("entries = %d after a failed list, want 2 (no deletes)", got)
+	}
+	if n := env.spire.WriteCalls(); n != 0 {
+		t.Errorf("a failed list led to %d writes", n)
+	}
+}
+
+func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		objs, _ := env.controller.podIndexer.ByIndex(podUIDIndex, string(uid))
+		if (len(objs) > 0) == present {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pod %s present=%v never observed", uid, present)
+}

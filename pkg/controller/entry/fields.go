@@ -1,0 +1,91 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"fmt"
+	"slices"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/proto"
+)
+
+// outdatedFields returns the mask of fields in which current differs from desired, or nil
+// when it is up to date. The key fields (SPIFFE ID, parent ID, selectors) are equal by
+// construction and not compared.
+func outdatedFields(current, desired *spiretypes.Entry) *spiretypes.EntryMask {
+	mask := &spiretypes.EntryMask{
+		X509SvidTtl:   current.GetX509SvidTtl() != desired.GetX509SvidTtl(),
+		JwtSvidTtl:    current.GetJwtSvidTtl() != desired.GetJwtSvidTtl(),
+		FederatesWith: !sameSet(current.GetFederatesWith(), desired.GetFederatesWith()),
+		Admin:         current.GetAdmin() != desired.GetAdmin(),
+		Downstream:    current.GetDownstream() != desired.GetDownstream(),
+		DnsNames:      !slices.Equal(current.GetDnsNames(), desired.GetDnsNames()),
+		Hint:          current.GetHint() != desired.GetHint(),
+		StoreSvid:     current.GetStoreSvid() != desired.GetStoreSvid(),
+	}
+	if !anyField(mask) {
+		return nil
+	}
+	return mask
+}
+
+// anyField reports whether the mask selects any field.
+func anyField(m *spiretypes.EntryMask) bool {
+	return m.SpiffeId || m.ParentId || m.Selectors || m.X509SvidTtl || m.JwtSvidTtl ||
+		m.FederatesWith || m.Admin || m.Downstream || m.DnsNames || m.Hint || m.StoreSvid
+}
+
+// maskKey is a comparable form of a mask, to group updates that share one.
+func maskKey(m *spiretypes.EntryMask) string {
+	return fmt.Sprint(m.SpiffeId, m.ParentId, m.Selectors, m.X509SvidTtl, m.JwtSvidTtl,
+		m.FederatesWith, m.Admin, m.Downstream, m.DnsNames, m.Hint, m.StoreSvid)
+}
+
+// cloneEntry deep-copies an entry, since cached and declared entries are shared.
+func cloneEntry(e *spiretypes.Entry) *spiretypes.Entry {
+	return proto.Clone(e).(*spiretypes.Entry)
+}
+
+// replaceMask rewrites every field the controller manages, key fields included: it turns an
+// entry of one identity into another.
+func replaceMask() *spiretypes.EntryMask {
+	return &spiretypes.EntryMask{
+		SpiffeId:      true,
+		ParentId:      true,
+		Selectors:     true,
+		X509SvidTtl:   true,
+		JwtSvidTtl:    true,
+		FederatesWith: true,
+		Admin:         true,
+		Downstream:    true,
+		DnsNames:      true,
+		Hint:          true,
+		StoreSvid:     true,
+	}
+}
+
+// sameSet compares two string lists ignoring order; SPIRE does not keep federatesWith order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

@@ -1,0 +1,150 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// finalize is the only function that writes to SPIRE. It applies a plan — creates and updates
+// before deletes, so a pod whose entry changes is never left without one — and keeps the entry
+// cache equal to what SPIRE answered. It returns the write failures by entry key; the error
+// aggregates every failure so the key is retried.
+func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
+	w := &planWriter{cache: c.entries, client: c.spire, failures: map[entryKey]error{}}
+	w.create(ctx, p.toCreate)
+	w.update(ctx, p.toUpdate)
+	w.delete(ctx, p.toDelete)
+	if n := len(p.toCreate) + len(p.toUpdate) + len(p.toDelete); n > 0 {
+		klog.FromContext(ctx).V(2).Info("Applied entry plan",
+			"created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete), "errors", len(w.errs))
+	}
+	return w.failures, utilerrors.NewAggregate(w.errs)
+}
+
+// planWriter collects the results of one plan's writes.
+type planWriter struct {
+	cache    *entryCache
+	client   spire.EntryClient
+	failures map[entryKey]error
+	errs     []error
+}
+
+func (w *planWriter) fail(key entryKey, err error) {
+	if key != "" {
+		w.failures[key] = err
+	}
+	w.errs = append(w.errs, err)
+}
+
+func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
+	if len(ds) == 0 {
+		return
+	}
+	entries := make([]*spiretypes.Entry, len(ds))
+	for i, d := range ds {
+		entries[i] = d.entry
+	}
+	results, err := w.client.CreateEntries(ctx, entries)
+	for i, d := range ds {
+		if i >= len(results) {
+			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), err))
+			continue
+		}
+		r := results[i]
+		switch {
+		case r.Err == nil:
+			w.cache.put(r.Entry)
+		case spire.IsAlreadyExists(r.Err) && r.Entry != nil:
+			// SPIRE holds this entry but the cache did not: adopt it, and sync the key again
+			// so that its fields are compared with what is declared.
+			w.cache.put(r.Entry)
+			w.errs = append(w.errs, fmt.Errorf("entry %s already existed as %s; syncing again", spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
+		default:
+			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), r.Err))
+		}
+	}
+}
+
+// update sends one batch per distinct mask, since SPIRE takes a single mask per batch.
+func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
+	byMask := map[string][]*entryUpdate{}
+	var order []string
+	for _, u := range us {
+		k := maskKey(u.mask)
+		if _, ok := byMask[k]; !ok {
+			order = append(order, k)
+		}
+		byMask[k] = append(byMask[k], u)
+	}
+	for _, k := range order {
+		group := byMask[k]
+		entries := make([]*spiretypes.Entry, len(group))
+		for i, u := range group {
+			e := cloneEntry(u.desired.entry)
+			e.Id = u.current.GetId()
+			entries[i] = e
+		}
+		results, err := w.client.UpdateEntries(ctx, entries, group[0].mask)
+		for i, u := range group {
+			if i >= len(results) {
+				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), err))
+				continue
+			}
+			r := results[i]
+			switch {
+			case r.Err == nil:
+				w.cache.put(r.Entry)
+			case spire.IsNotFound(r.Err):
+				// Deleted behind our back: forget it, and the retry creates it anew.
+				w.cache.remove(u.current.GetId())
+				w.fail(u.desired.key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.current.GetId()))
+			default:
+				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), r.Err))
+			}
+		}
+	}
+}
+
+func (w *planWriter) delete(ctx context.Context, entries []*spiretypes.Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.GetId()
+	}
+	results, err := w.client.DeleteEntries(ctx, ids)
+	for i, id := range ids {
+		if i >= len(results) {
+			w.fail("", fmt.Errorf("deleting entry %s: %w", id, err))
+			continue
+		}
+		if r := results[i]; r.Err != nil && !spire.IsNotFound(r.Err) {
+			w.fail("", fmt.Errorf("deleting entry %s: %w", id, r.Err))
+			continue
+		}
+		w.cache.remove(id)
+	}
+}

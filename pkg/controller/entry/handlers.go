@@ -1,0 +1,203 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+// addEventHandlers maps every event to the keys it affects. Handlers run on the informers'
+// goroutines, so they only compute keys and enqueue; a ClusterSPIFFEID's fan-out to its pods
+// runs in its own worker.
+func (c *Controller) addEventHandlers(
+	logger klog.Logger,
+	podInformer coreinformers.PodInformer,
+	namespaceInformer coreinformers.NamespaceInformer,
+	nodeInformer coreinformers.NodeInformer,
+	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+) error {
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandlerFuncs
+	}{
+		{podInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueuePod(obj) },
+			UpdateFunc: c.onPodUpdate,
+			DeleteFunc: func(obj any) { c.enqueuePod(obj) },
+		}},
+		{namespaceInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueuePodsIn(logger, obj) },
+			UpdateFunc: c.onNamespaceUpdate(logger),
+			DeleteFunc: func(obj any) { c.enqueuePodsIn(logger, obj) },
+		}},
+		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueuePodsOn(logger, obj) },
+			UpdateFunc: c.onNodeUpdate(logger),
+			DeleteFunc: func(obj any) { c.enqueuePodsOn(logger, obj) },
+		}},
+		{csidInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueIdentity(obj) },
+			UpdateFunc: c.onIdentityUpdate,
+			DeleteFunc: func(obj any) { c.enqueueIdentity(obj) },
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			return fmt.Errorf("adding event handler: %w", err)
+		}
+	}
+	return nil
+}
+
+func indexPodByUID(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	return []string{string(pod.UID)}, nil
+}
+
+func indexPodByNodeName(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+// unwrap returns the object of an event, including the last known state of a deleted one.
+func unwrap[T any](obj any) (T, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+func (c *Controller) enqueuePod(obj any) {
+	if pod, ok := unwrap[*corev1.Pod](obj); ok {
+		c.podQueue.Add(pod.UID)
+	}
+}
+
+// onPodUpdate enqueues a pod only when something an entry depends on changed: templates see
+// the pod's metadata and spec, and the phase decides whether it gets an entry. Most pod
+// updates at scale are status updates, which this skips.
+func (c *Controller) onPodUpdate(oldObj, newObj any) {
+	oldPod, newPod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+	if oldPod.ResourceVersion == newPod.ResourceVersion {
+		return
+	}
+	if oldPod.Status.Phase != newPod.Status.Phase ||
+		!maps.Equal(oldPod.Labels, newPod.Labels) ||
+		!maps.Equal(oldPod.Annotations, newPod.Annotations) ||
+		!apiequality.Semantic.DeepEqual(oldPod.Spec, newPod.Spec) ||
+		!apiequality.Semantic.DeepEqual(oldPod.OwnerReferences, newPod.OwnerReferences) {
+		c.podQueue.Add(newPod.UID)
+	}
+}
+
+func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
+	ns, ok := unwrap[*corev1.Namespace](obj)
+	if !ok {
+		return
+	}
+	pods, err := c.podIndexer.ByIndex(cache.NamespaceIndex, ns.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of namespace", "namespace", klog.KObj(ns))
+		return
+	}
+	c.enqueuePodObjects(pods)
+}
+
+// onNamespaceUpdate resyncs a namespace's pods when its labels change; templates see nothing
+// else of it.
+func (c *Controller) onNamespaceUpdate(logger klog.Logger) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		oldNS, newNS := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+		if !maps.Equal(oldNS.Labels, newNS.Labels) {
+			c.enqueuePodsIn(logger, newNS)
+		}
+	}
+}
+
+func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
+	node, ok := unwrap[*corev1.Node](obj)
+	if !ok {
+		return
+	}
+	pods, err := c.podIndexer.ByIndex(nodeNameIndex, node.Name)
+	if err != nil {
+		logger.Error(err, "Listing pods of node", "node", klog.KObj(node))
+		return
+	}
+	c.enqueuePodObjects(pods)
+}
+
+// onNodeUpdate resyncs a node's pods when what templates see of it changes. Nodes update
+// their status every few seconds; that is skipped.
+func (c *Controller) onNodeUpdate(logger klog.Logger) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		oldNode, newNode := oldObj.(*corev1.Node), newObj.(*corev1.Node)
+		if oldNode.UID != newNode.UID ||
+			!maps.Equal(oldNode.Labels, newNode.Labels) ||
+			!maps.Equal(oldNode.Annotations, newNode.Annotations) ||
+			!apiequality.Semantic.DeepEqual(oldNode.Spec, newNode.Spec) {
+			c.enqueuePodsOn(logger, newNode)
+		}
+	}
+}
+
+func (c *Controller) enqueuePodObjects(objs []any) {
+	for _, obj := range objs {
+		c.enqueuePod(obj)
+	}
+}
+
+func (c *Controller) enqueueIdentity(obj any) {
+	if csid, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+		c.identityQueue.Add(csid.Name)
+		c.statusQueue.AddAfter(csid.Name, statusDelay)
+	}
+}
+
+// onIdentityUpdate fans out spec changes only; the controller's own status writes come back
+// as updates with the same generation.
+func (c *Controller) onIdentityUpdate(oldObj, newObj any) {
+	oldID, newID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
+	if oldID.Generation != newID.Generation || oldID.UID != newID.UID {
+		c.enqueueIdentity(newID)
+	}
+}
+
+// enqueuePodUIDs enqueues pods by UID.
+func (c *Controller) enqueuePodUIDs(uids []types.UID) {
+	for _, uid := range uids {
+		c.podQueue.Add(uid)
+	}
+}

@@ -1,0 +1,177 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+)
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "production", UID: "pod-uid-1",
+			Labels: map[string]string{"app": "web-server"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "web-server"},
+	}
+}
+
+func testNode() *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid-1"}}
+}
+
+func testIdentity(spec spirev1alpha1.ClusterSPIFFEIDSpec) *podIdentity {
+	return compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "csid", UID: "u"}, Spec: spec})
+}
+
+func newTestRenderer(t *testing.T, parentIDTemplate string) *renderer {
+	t.Helper()
+	r, err := newRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "demo", "cluster.local", parentIDTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const nsSATemplate = "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}"
+
+func TestRenderPodEntry(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{
+		SPIFFEIDTemplate:          nsSATemplate,
+		DNSNameTemplates:          []string{"{{ .PodMeta.Name }}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}", "web.example.com", "web.example.com"},
+		WorkloadSelectorTemplates: []string{"k8s:ns:{{ .PodMeta.Namespace }}", "k8s:pod-label:app:{{ index .PodMeta.Labels \"app\" }}"},
+		TTL:                       metav1.Duration{Duration: time.Hour},
+		JWTTTL:                    metav1.Duration{Duration: 5 * time.Minute},
+		FederatesWith:             []string{"spiffe://partner.org", "other.org"},
+		Admin:                     true,
+		Hint:                      "web",
+	})
+	e, err := r.renderPodEntry(id, testPod(), testNode())
+	if err != nil {
+		t.Fatalf("renderPodEntry: %v", err)
+	}
+	if got := spiffeIDString(e.SpiffeId); got != "spiffe://example.org/ns/production/sa/web-server" {
+		t.Errorf("SPIFFE ID = %s", got)
+	}
+	if got := spiffeIDString(e.ParentId); got != "spiffe://example.org/spire/agent/k8s_psat/demo/node-uid-1" {
+		t.Errorf("parent ID = %s", got)
+	}
+	var selectors []string
+	for _, s := range e.Selectors {
+		selectors = append(selectors, s.Type+":"+s.Value)
+	}
+	if got, want := strings.Join(selectors, " "), "k8s:pod-uid:pod-uid-1 k8s:ns:production k8s:pod-label:app:web-server"; got != want {
+		t.Errorf("selectors = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(e.DnsNames, " "), "web-0.production.svc.cluster.local web.example.com"; got != want {
+		t.Errorf("DNS names = %s, want %s (in template order, deduplicated)", got, want)
+	}
+	if e.X509SvidTtl != 3600 || e.JwtSvidTtl != 300 || !e.Admin || e.Hint != "web" {
+		t.Errorf("copied fields wrong: %v", e)
+	}
+	if got := strings.Join(e.FederatesWith, ","); got != "partner.org,other.org" {
+		t.Errorf("federatesWith = %s, want bare trust domain names", got)
+	}
+}
+
+func TestRenderFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		spec     spirev1alpha1.ClusterSPIFFEIDSpec
+		parentID string
+		want     string
+	}{
+		{name: "SPIFFE ID outside the trust domain", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://evil.org/x"}, want: "outside trust domain"},
+		{name: "SPIFFE ID from pod data outside the trust domain",
+			spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ index .PodMeta.Labels \"app\" }}.org/x"}, want: "outside trust domain"},
+		{name: "parent ID outside the trust domain", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate},
+			parentID: "spiffe://evil.org/agent", want: "outside trust domain"},
+		{name: "not a SPIFFE ID", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "https://example.org/x"}, want: "invalid SPIFFE ID"},
+		{name: "missing value renders an invalid ID", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://example.org/{{ .PodMeta.Labels.missing }}"}, want: "invalid SPIFFE ID"},
+		{name: "template does not parse", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://example.org/{{ .Nope"}, want: "parsing spiffeIDTemplate"},
+		{name: "template fails to execute", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://example.org/{{ .PodMeta.NoSuchField }}"}, want: "rendering spiffeIDTemplate"},
+		{name: "selector without colon", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{"k8s"}}, want: "type:value"},
+		{name: "selector with empty value", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{"k8s:"}}, want: "empty value"},
+		{name: "invalid DNS name", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, DNSNameTemplates: []string{"Not A Name"}}, want: "invalid DNS name"},
+		{name: "bad federatesWith", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, FederatesWith: []string{"Bad Domain"}}, want: "federatesWith[0]"},
+		{name: "bad pod selector", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, PodSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}}, want: "podSelector"},
+		{name: "negative ttl", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, TTL: metav1.Duration{Duration: -time.Second}}, want: "ttl"},
+		{name: "unbounded output", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://example.org/{{ range $i, $x := .PodMeta.Labels }}{{ range $j, $y := $.PodMeta.Labels }}{{ printf \"%0999d\" 0 }}{{ printf \"%0999d\" 0 }}{{ printf \"%0999d\" 0 }}{{ end }}{{ end }}"}, want: "output longer than"},
+		{name: "infinite recursion", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "{{ define \"loop\" }}{{ template \"loop\" }}{{ end }}spiffe://example.org/{{ template \"loop\" }}"}, want: "rendering spiffeIDTemplate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parentID := tc.parentID
+			if parentID == "" {
+				parentID = config.DefaultParentIDTemplate
+			}
+			r := newTestRenderer(t, parentID)
+			e, err := r.renderPodEntry(testIdentity(tc.spec), testPod(), testNode())
+			if err == nil {
+				t.Fatalf("rendered %v, want an error", e)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestApplicableIdentities(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "production", Labels: map[string]string{"env": "production"}}}
+	pod := testPod()
+	mk := func(name string, fallback bool, podLabels map[string]string) *podIdentity {
+		id := compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: nsSATemplate, Fallback: fallback,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "production"}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: podLabels},
+		}})
+		return id
+	}
+	web := map[string]string{"app": "web-server"}
+	other := map[string]string{"app": "other"}
+	for _, tc := range []struct {
+		name string
+		ids  []*podIdentity
+		want string
+	}{
+		{"regular selects", []*podIdentity{mk("a", false, web), mk("b", false, other)}, "a"},
+		{"fallback only when nothing else applies", []*podIdentity{mk("fb", true, web), mk("b", false, other)}, "fb"},
+		{"fallback yields to a regular one", []*podIdentity{mk("fb", true, web), mk("a", false, web)}, "a"},
+		{"no selector selects everything", []*podIdentity{compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "all"}})}, "all"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, id := range applicableIdentities(tc.ids, ns, pod) {
+				got = append(got, id.name)
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("applicable = %v, want %s", got, tc.want)
+			}
+		})
+	}
+}

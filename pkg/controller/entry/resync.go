@@ -1,0 +1,119 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
+// ends. Until it succeeds the controller writes nothing and is not ready.
+func (c *Controller) initialResync(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := c.fullResync(ctx); err != nil {
+			logger.Error(err, "Initial resync failed; the controller writes nothing until it succeeds")
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return false
+	}
+	c.synced.Store(true)
+	return true
+}
+
+// resyncLoop runs a full resync every ResyncInterval. A failed resync is retried at the next
+// interval; meanwhile events keep being handled from the cache.
+func (c *Controller) resyncLoop(ctx context.Context) {
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.fullResync(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Full resync failed")
+		}
+	}, c.opts.ResyncInterval, 0.1, false)
+}
+
+// fullResync diffs every declared entry against a fresh list of every entry SPIRE holds. It
+// excludes pod syncs while it runs, since it replaces the cache they read.
+func (c *Controller) fullResync(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	c.resyncLock.Lock()
+	defer c.resyncLock.Unlock()
+	start := time.Now()
+
+	all, err := c.spire.ListEntries(ctx)
+	if err != nil {
+		// Never act on a partial picture: a failed list must not turn into deletes.
+		return fmt.Errorf("listing SPIRE entries: %w", err)
+	}
+	owned := make([]*spiretypes.Entry, 0, len(all))
+	for _, e := range all {
+		if c.owns(e) {
+			owned = append(owned, e)
+		}
+	}
+	c.entries.replace(owned)
+
+	identities, err := c.activeIdentities()
+	if err != nil {
+		return err
+	}
+	pods, err := c.podLister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	var declared []*declaredEntry
+	outcomes := make(map[types.UID]podOutcomes, len(pods))
+	for _, pod := range pods {
+		ds, outs := c.declarePod(ctx, pod, identities)
+		declared = append(declared, ds...)
+		if len(outs) > 0 {
+			outcomes[pod.UID] = outs
+		}
+	}
+
+	p := reconcile(declared, owned)
+	failures, writeErr := c.finalize(ctx, p)
+	recordPlanOutcomes(outcomes, p, failures)
+	for _, name := range c.outcomes.replaceAll(outcomes) {
+		c.statusQueue.AddAfter(name, statusDelay)
+	}
+
+	logger.V(2).Info("Full resync done", "duration", time.Since(start), "entries", len(all), "owned", len(owned),
+		"declared", len(declared), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
+		"masked", len(p.masked))
+	if writeErr != nil {
+		return fmt.Errorf("applying full resync plan: %w", writeErr)
+	}
+	return nil
+}
+
+// owns reports whether an entry is the controller's to diff and delete. Join-token agent
+// entries are made by the operator, not declared by any resource, and are left alone.
+func (c *Controller) owns(e *spiretypes.Entry) bool {
+	return !isJoinTokenEntry(e)
+}

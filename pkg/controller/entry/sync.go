@@ -1,0 +1,190 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
+// gone, or no longer eligible, declares nothing, so its entries are deleted.
+func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
+	c.resyncLock.RLock()
+	defer c.resyncLock.RUnlock()
+
+	pod, err := c.podByUID(uid)
+	if err != nil {
+		return err
+	}
+	identities, err := c.activeIdentities()
+	if err != nil {
+		return err
+	}
+	var declared []*declaredEntry
+	var outs podOutcomes
+	if pod != nil {
+		declared, outs = c.declarePod(ctx, pod, identities)
+	}
+	p := reconcile(declared, c.entries.forPod(uid))
+	failures, err := c.finalize(ctx, p)
+	byPod := map[types.UID]podOutcomes{uid: outs}
+	recordPlanOutcomes(byPod, p, failures)
+	c.recordOutcomes(uid, byPod[uid])
+	return err
+}
+
+// podByUID returns the pod with a UID, or nil when the informer has none.
+func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
+	objs, err := c.podIndexer.ByIndex(podUIDIndex, string(uid))
+	if err != nil {
+		return nil, fmt.Errorf("looking up pod %s: %w", uid, err)
+	}
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return pod, nil
+		}
+	}
+	return nil, nil
+}
+
+// activeIdentities returns the compiled ClusterSPIFFEIDs of this controller's class, oldest
+// first.
+func (c *Controller) activeIdentities() ([]*podIdentity, error) {
+	csids, err := c.csidLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
+	}
+	ids := make([]*podIdentity, 0, len(csids))
+	for _, csid := range csids {
+		if csid.DeletionTimestamp != nil || !c.opts.ClassMatches(csid.Spec.ClassName) {
+			continue
+		}
+		ids = append(ids, c.identities.get(csid))
+	}
+	slices.SortFunc(ids, func(a, b *podIdentity) int { return a.declarer("").compare(b.declarer("")) })
+	return ids, nil
+}
+
+// declarePod renders the entries the identities declare for a pod. Pods that run nowhere yet,
+// have finished, or live in an ignored namespace declare nothing, and so do pods whose
+// namespace or node the informers do not know yet: their events will bring the pod back.
+func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities []*podIdentity) ([]*declaredEntry, podOutcomes) {
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, nil
+	}
+	if c.opts.IgnoreNamespace(pod.Namespace) {
+		return nil, nil
+	}
+	logger := klog.FromContext(ctx)
+	ns, err := c.namespaceLister.Get(pod.Namespace)
+	if err != nil {
+		logNotFound(logger, err, "Namespace of pod not in cache yet", "pod", klog.KObj(pod))
+		return nil, nil
+	}
+	node, err := c.nodeLister.Get(pod.Spec.NodeName)
+	if err != nil {
+		logNotFound(logger, err, "Node of pod not in cache yet", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+		return nil, nil
+	}
+
+	var declared []*declaredEntry
+	outs := podOutcomes{}
+	for _, id := range applicableIdentities(identities, ns, pod) {
+		e, err := c.renderer.renderPodEntry(id, pod, node)
+		if err != nil {
+			outs[id.name] = outcomeRenderFailure
+			logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", id.name, "pod", klog.KObj(pod), "err", err)
+			c.reportRenderFailure(id, pod, err)
+			continue
+		}
+		declared = append(declared, newDeclaredEntry(e, id.declarer(pod.UID)))
+	}
+	return declared, outs
+}
+
+func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info(msg, kv...)
+		return
+	}
+	logger.Error(err, msg, kv...)
+}
+
+// recordPlanOutcomes sets, in byPod, the outcome of every entry a ClusterSPIFFEID declared
+// for a pod in the plan, given the write failures.
+func recordPlanOutcomes(byPod map[types.UID]podOutcomes, p plan, failures map[entryKey]error) {
+	set := func(d *declaredEntry, o outcome) {
+		if d.declarer.kind != kindClusterSPIFFEID {
+			return
+		}
+		if o == outcomeSet && failures[d.key] != nil {
+			o = outcomeEntryFailure
+		}
+		if byPod[d.declarer.podUID] == nil {
+			byPod[d.declarer.podUID] = podOutcomes{}
+		}
+		byPod[d.declarer.podUID][d.declarer.name] = o
+	}
+	for _, d := range p.toCreate {
+		set(d, outcomeSet)
+	}
+	for _, u := range p.toUpdate {
+		set(u.desired, outcomeSet)
+	}
+	for _, d := range p.inSync {
+		set(d, outcomeSet)
+	}
+	for _, d := range p.masked {
+		set(d, outcomeMasked)
+	}
+}
+
+// recordOutcomes stores a pod's outcomes and schedules the status of every ClusterSPIFFEID
+// whose counters changed.
+func (c *Controller) recordOutcomes(uid types.UID, outs podOutcomes) {
+	for _, name := range c.outcomes.record(uid, outs) {
+		c.statusQueue.AddAfter(name, statusDelay)
+	}
+}
+
+// reportRenderFailure tells the ClusterSPIFFEID's owner why a pod got no entry. Events about
+// one object are rate limited and aggregated by client-go, so a template broken for thousands
+// of pods does not flood the API.
+func (c *Controller) reportRenderFailure(id *podIdentity, pod *corev1.Pod, err error) {
+	csid, getErr := c.csidLister.Get(id.name)
+	if getErr != nil {
+		return
+	}
+	c.recorder.Eventf(csid, corev1.EventTypeWarning, "RenderFailed",
+		"Cannot render entry for pod %s/%s: %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

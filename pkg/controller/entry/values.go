@@ -1,0 +1,84 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// parseSelector parses "type:value". The value may contain colons (k8s:pod-label:app:web);
+// the type may not, and neither part may be empty.
+func parseSelector(s string) (*spiretypes.Selector, error) {
+	typ, value, ok := strings.Cut(s, ":")
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("selector %q is not of the form type:value", s)
+	case typ == "":
+		return nil, fmt.Errorf("selector %q has an empty type", s)
+	case value == "":
+		return nil, fmt.Errorf("selector %q has an empty value", s)
+	}
+	return &spiretypes.Selector{Type: typ, Value: value}, nil
+}
+
+// validateDNSName accepts what an X.509 SAN dNSName may hold: a lower-case DNS subdomain,
+// optionally with a leading "*." wildcard label.
+func validateDNSName(name string) error {
+	if name == "" {
+		return errors.New("empty DNS name")
+	}
+	if errs := validation.IsWildcardDNS1123Subdomain(name); strings.HasPrefix(name, "*.") && len(errs) == 0 {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("invalid DNS name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ttlSeconds converts a TTL to SPIRE's seconds, saturating instead of overflowing.
+func ttlSeconds(d time.Duration) int32 {
+	s := d / time.Second
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(s)
+}
+
+// dedupe drops repeated strings, keeping the first of each and the order: the first DNS name
+// of an entry becomes the SVID's common name, so order matters.
+func dedupe(values []string) []string {
+	if len(values) < 2 {
+		return values
+	}
+	seen := make(map[string]struct{}, len(values))
+	out := values[:0:0]
+	for _, v := range values {
+		if _, ok := seen[v]; !ok {
+			seen[v] = struct{}{}
+			out = append(out, v)
+		}
+	}
+	return out
+}
