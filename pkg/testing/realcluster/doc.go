@@ -1,0 +1,31 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package realcluster starts real etcd, kube-apiserver and spire-server
+// processes on 127.0.0.1 for integration tests and for hack/local-up.
+//
+// The binaries come from _output/bin (or $SPIRE_REGISTRAR_TOOLS_BIN) and are
+// built from the pinned modules under hack/tools by hack/build-tools.sh when
+// missing. Only kube-apiserver and etcd run on the Kubernetes side: no
+// scheduler, controller-manager or kubelet, so Nodes and bound Pods are
+// created directly (CreateNode, CreatePod) and pod status is set by hand
+// (SetPodPhase). The SPIRE oracles (EntryShow, FederationShow) shell out to the
+// real spire-server CLI so tests check the server's state independently of
+// the controller's own SPIRE client.
+//
+// Tests use NewKube and NewSPIRE, which stop everything in t.Cleanup; other
+// programs use StartKube and StartSPIRE and call Stop themselves.
+package realcluster

@@ -1,0 +1,55 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package realcluster
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// freePorts returns n distinct TCP ports that were free on 127.0.0.1 a moment
+// ago. All listeners are held open together so the ports differ from each
+// other; another process can still take one before our child binds it, which
+// callers handle by retrying start-up (see isAddrInUse).
+func freePorts(n int) ([]int, error) {
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// startAttempts bounds the retries after losing a port race.
+const startAttempts = 3
+
+// isAddrInUse reports whether a start-up failure was caused by a port that
+// another process grabbed between freePorts and our child binding it.
+func isAddrInUse(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}

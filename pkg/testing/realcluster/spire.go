@@ -1,0 +1,340 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package realcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const (
+	// DefaultTrustDomain is the trust domain StartSPIRE uses unless told otherwise.
+	DefaultTrustDomain = "example.org"
+
+	// maxSocketPath keeps the API socket path below the 107-byte limit of
+	// sun_path, with room for the server's own suffixes.
+	maxSocketPath = 100
+
+	spireReadyTimeout = 60 * time.Second
+	spireStopGrace    = 10 * time.Second
+	cliTimeout        = 30 * time.Second
+)
+
+// SPIREOptions configures StartSPIRE.
+type SPIREOptions struct {
+	// Dir holds the config, datastore and log. If empty, a temporary
+	// directory is used and removed by Stop. A datastore already in Dir is
+	// reused.
+	Dir string
+	// TrustDomain defaults to DefaultTrustDomain.
+	TrustDomain string
+	// LogLevel is DEBUG, INFO, WARN or ERROR; default INFO.
+	LogLevel string
+	// Logf receives progress messages (binary builds, start-up). Optional.
+	Logf Logf
+}
+
+// SPIRE is a running spire-server on 127.0.0.1 with a sqlite datastore, an
+// in-memory key manager and the join_token node attestor. Its API is served
+// on a unix socket without authentication, as the local admin socket is.
+type SPIRE struct {
+	bin         string
+	dir         string
+	socketDir   string
+	ownedDirs   []string
+	socketPath  string
+	trustDomain string
+	bindPort    int
+	metricsPort int
+	logf        Logf
+	proc        *process
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// StartSPIRE writes a spire-server config, starts the server and waits until
+// `spire-server healthcheck` passes and the Prometheus endpoint answers.
+func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
+	bin, err := Binary(ctx, opts.Logf, SPIREServer)
+	if err != nil {
+		return nil, err
+	}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, logf: opts.Logf}
+	if s.trustDomain == "" {
+		s.trustDomain = DefaultTrustDomain
+	}
+	logLevel := opts.LogLevel
+	if logLevel == "" {
+		logLevel = "INFO"
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Stop()
+		}
+	}()
+	if opts.Dir == "" {
+		// os.MkdirTemp("", ...) rather than a test's TempDir: short enough for the socket.
+		if s.dir, err = os.MkdirTemp("", "spire-"); err != nil {
+			return nil, fmt.Errorf("create spire dir: %w", err)
+		}
+		s.ownedDirs = append(s.ownedDirs, s.dir)
+	} else {
+		if s.dir, err = filepath.Abs(opts.Dir); err != nil {
+			return nil, fmt.Errorf("resolve spire dir: %w", err)
+		}
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create spire dir: %w", err)
+		}
+	}
+	s.socketDir = s.dir
+	if len(filepath.Join(s.dir, "api.sock")) > maxSocketPath {
+		if s.socketDir, err = os.MkdirTemp("", "spire-sock-"); err != nil {
+			return nil, fmt.Errorf("create spire socket dir: %w", err)
+		}
+		s.ownedDirs = append(s.ownedDirs, s.socketDir)
+	}
+	s.socketPath = filepath.Join(s.socketDir, "api.sock")
+
+	var lastErr error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ports, err := freePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		s.bindPort, s.metricsPort = ports[0], ports[1]
+		if err := s.writeConfig(logLevel); err != nil {
+			return nil, err
+		}
+		s.proc = newProcess(SPIREServer, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
+		s.logf.printf("realcluster: starting spire-server for %s on %s", s.trustDomain, s.socketPath)
+		if err := s.proc.start(); err != nil {
+			return nil, err
+		}
+		lastErr = s.waitReady(ctx)
+		if lastErr == nil {
+			ok = true
+			return s, nil
+		}
+		s.proc.kill()
+		if !isAddrInUse(lastErr) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("start spire-server: %w", lastErr)
+}
+
+// NewSPIRE starts a SPIRE server for a test and stops it in t.Cleanup; it
+// fails the test if start-up fails. On test failure the log's tail is logged.
+func NewSPIRE(t testing.TB, opts SPIREOptions) *SPIRE {
+	t.Helper()
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	start := time.Now()
+	s, err := StartSPIRE(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("start spire-server: %v", err)
+	}
+	t.Logf("realcluster: spire-server ready on %s in %s", s.socketPath, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s", s.proc.logTail(logTailLines))
+		}
+		if err := s.Stop(); err != nil {
+			t.Errorf("stop spire-server: %v", err)
+		}
+	})
+	return s
+}
+
+func (s *SPIRE) configPath() string { return filepath.Join(s.dir, "server.conf") }
+
+func (s *SPIRE) writeConfig(logLevel string) error {
+	q := strconv.Quote
+	conf := fmt.Sprintf(`server {
+    bind_address = "127.0.0.1"
+    bind_port = "%d"
+    socket_path = %s
+    trust_domain = %s
+    data_dir = %s
+    log_level = %s
+}
+
+plugins {
+    DataStore "sql" {
+        plugin_data {
+            database_type = "sqlite3"
+            connection_string = %s
+        }
+    }
+
+    KeyManager "memory" {
+        plugin_data {}
+    }
+
+    NodeAttestor "join_token" {
+        plugin_data {}
+    }
+}
+
+telemetry {
+    Prometheus {
+        host = "127.0.0.1"
+        port = %d
+    }
+}
+`, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
+		q(filepath.Join(s.dir, "data", "datastore.sqlite3")), s.metricsPort)
+	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
+		return fmt.Errorf("write spire-server config: %w", err)
+	}
+	return nil
+}
+
+// waitReady polls the healthcheck CLI and the metrics endpoint, failing early
+// if the server exits.
+func (s *SPIRE) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, spireReadyTimeout)
+	defer cancel()
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if !s.proc.running() {
+			return false, s.proc.exitErr()
+		}
+		if _, err := os.Stat(s.socketPath); err != nil {
+			last = "no API socket yet"
+			return false, nil
+		}
+		if out, err := s.CLI(ctx, "healthcheck"); err != nil {
+			last = strings.TrimSpace(string(out) + " " + err.Error())
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if !s.proc.running() {
+			return s.proc.exitErr()
+		}
+		return fmt.Errorf("wait for spire-server healthcheck (last: %s): %w\n%s", last, err, s.proc.logTail(logTailLines))
+	}
+	// The exporter starts with the server; a short wait covers the race.
+	return waitHTTPReady(ctx, s.proc, spireReadyTimeout, &http.Client{Timeout: 2 * time.Second}, s.MetricsURL())
+}
+
+// SocketPath returns the path of the server API unix socket.
+func (s *SPIRE) SocketPath() string { return s.socketPath }
+
+// TrustDomain returns the server's trust domain name, e.g. "example.org".
+func (s *SPIRE) TrustDomain() string { return s.trustDomain }
+
+// MetricsURL returns the Prometheus scrape URL.
+func (s *SPIRE) MetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(s.metricsPort) + "/metrics"
+}
+
+// Address returns the host:port of the server's TCP (agent and bundle) API.
+func (s *SPIRE) Address() string { return "127.0.0.1:" + strconv.Itoa(s.bindPort) }
+
+// Dir returns the directory holding the config, datastore and log.
+func (s *SPIRE) Dir() string { return s.dir }
+
+// LogTail returns the last n lines of the server log, for failure reports.
+func (s *SPIRE) LogTail(n int) string { return s.proc.logTail(n) }
+
+// Kill sends SIGKILL to the server, simulating a crash, and waits for it to
+// exit. The datastore is kept: Restart brings the server back.
+func (s *SPIRE) Kill() {
+	s.proc.kill()
+}
+
+// Restart stops the server if it runs (SIGTERM, then SIGKILL after a grace
+// period) and starts it again with the same config, socket and datastore, so
+// registration entries survive. The in-memory key manager forgets its keys:
+// the server mints a new CA.
+func (s *SPIRE) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return errors.New("spire-server has been stopped")
+	}
+	s.proc.stop(spireStopGrace)
+	if err := s.proc.start(); err != nil {
+		return err
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return fmt.Errorf("restart spire-server: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the server and removes the directories StartSPIRE created. It
+// is safe to call more than once.
+func (s *SPIRE) Stop() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.stop(spireStopGrace)
+	}
+	var errs []error
+	for _, dir := range s.ownedDirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CLI runs `spire-server <command> -socketPath <socket> <flags...>`, where
+// command is one or more words such as "entry show", and returns its
+// standard output. On failure the error carries standard error too.
+func (s *SPIRE) CLI(ctx context.Context, command string, flags ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+	args := append(strings.Fields(command), "-socketPath", s.socketPath)
+	args = append(args, flags...)
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("spire-server %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()+" "+stdout.String()))
+	}
+	return stdout.Bytes(), nil
+}
