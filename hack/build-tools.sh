@@ -33,7 +33,22 @@ build() {
   fi
   echo "build-tools: building $name from $(basename "$dir") pinned modules (first time takes minutes)..."
   local start=$SECONDS
-  (cd "$dir" && CGO_ENABLED=${CGO_ENABLED_FOR:-0} GOFLAGS=-mod=mod go build -trimpath -o "$BIN/$name.tmp" "$pkg")
+  # go build prints nothing until it is done; say every 30s that it is still going, so that
+  # neither a person nor a CI log watchdog takes minutes of silence for a hang.
+  (cd "$dir" && CGO_ENABLED=${CGO_ENABLED_FOR:-0} GOFLAGS=-mod=mod go build -trimpath -o "$BIN/$name.tmp" "$pkg") &
+  local pid=$! status=0 next=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= next)); then
+      echo "build-tools: still building $name ($((SECONDS - start))s so far)"
+      next=$((next + 30))
+    fi
+    sleep 1
+  done
+  wait "$pid" || status=$?
+  if ((status != 0)); then
+    echo "build-tools: building $name failed (exit $status)" >&2
+    exit "$status"
+  fi
   mv "$BIN/$name.tmp" "$BIN/$name"
   echo "$want" > "$BIN/$name.stamp"
   echo "build-tools: built $name in $((SECONDS - start))s"

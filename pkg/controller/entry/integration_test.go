@@ -46,7 +46,9 @@ func TestReconcileWalkThrough(t *testing.T) {
 
 	// SPIRE already holds entry-123 for the web-server pod (with one DNS name) and entry-456
 	// for an app nobody declares any more.
-	td := func(path string) *spiretypes.SPIFFEID { return &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: path} }
+	td := func(path string) *spiretypes.SPIFFEID {
+		return &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: path}
+	}
 	results, err := e.client.CreateEntries(e.ctx, []*spiretypes.Entry{
 		{Id: "entry-123", SpiffeId: td("/ns/" + production + "/sa/web-server"), ParentId: td("/k8s-node/" + node1.Name),
 			Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(web.UID)},
@@ -141,7 +143,7 @@ func TestRelabelling(t *testing.T) {
 	ns := e.namespace("shop", map[string]string{"mesh": "on"})
 	node := e.node("node")
 	e.identity("mesh", spirev1alpha1.ClusterSPIFFEIDSpec{
-		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/{{ .PodMeta.Namespace }}/{{ .PodMeta.Name }}",
+		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/{{ .PodMeta.Namespace }}/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"mesh": "on"}), PodSelector: sel(map[string]string{"identity": "yes"}),
 	})
 	e.pod(ns, "a", node.Name, map[string]string{"identity": "yes"})
@@ -189,7 +191,7 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 		e.pod(ns, name, node.Name, map[string]string{"app": "web"})
 	}
 	csid := e.identity("web", spirev1alpha1.ClusterSPIFFEIDSpec{
-		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/web/{{ .PodMeta.Name }}",
+		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/web/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}), PodSelector: sel(map[string]string{"app": "web"}),
 	})
 	e.startController("")
@@ -219,7 +221,9 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 	}
 
 	// A field outside the entry's identity: updated in place.
-	edit(func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.DNSNameTemplates = []string{"{{ .PodMeta.Name }}.web.example.com"} })
+	edit(func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+		s.DNSNameTemplates = []string{"{{ .PodMeta.Name }}.web.example.com"}
+	})
 	e.eventually("DNS names set", 30*time.Second, func() (bool, error) {
 		for _, en := range e.entries() {
 			if len(en.GetDnsNames()) != 1 {
@@ -231,7 +235,9 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 	sameIDs()
 
 	// The SPIFFE ID itself: still rewritten in place, so the pod never lacks an entry.
-	edit(func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe://{{ .TrustDomain }}/v2/{{ .PodMeta.Name }}" })
+	edit(func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+		s.SPIFFEIDTemplate = "spiffe://{{ .TrustDomain }}/v2/{{ .PodMeta.Name }}"
+	})
 	e.waitForSPIFFEIDs("spiffe://example.org/v2/a", "spiffe://example.org/v2/b", "spiffe://example.org/v2/c")
 	sameIDs()
 
@@ -287,7 +293,7 @@ func TestRestartWithNothingChangedWritesNothing(t *testing.T) {
 		want = append(want, "spiffe://example.org/steady/"+name)
 	}
 	e.identity("steady", spirev1alpha1.ClusterSPIFFEIDSpec{
-		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/steady/{{ .PodMeta.Name }}",
+		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/steady/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}),
 		DNSNameTemplates:  []string{"{{ .PodMeta.Name }}.example.com"}, FederatesWith: nil,
 		TTL: metav1.Duration{Duration: time.Hour}, Hint: "steady",
