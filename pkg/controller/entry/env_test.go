@@ -78,15 +78,18 @@ func newITEnv(t *testing.T) *itEnv {
 // name makes a cluster-unique name for this test.
 func (e *itEnv) name(s string) string { return e.prefix + "-" + s }
 
-// configYAML is the test's config file; extra lines are appended.
+// configYAML is the test's config file; extra lines are appended. The resync interval is an
+// hour unless extra sets one, so that tests prove the event path alone.
 func (e *itEnv) configYAML(extra string) string {
+	if !strings.Contains(extra, "gcInterval:") {
+		extra += "gcInterval: 1h\n"
+	}
 	return fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
 trustDomain: example.org
 clusterName: it
 className: %s
 spireServerSocketPath: %s
-gcInterval: 1h
 %s`, e.prefix, e.spire.SocketPath(), extra)
 }
 

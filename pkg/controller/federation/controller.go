@@ -1,0 +1,212 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package federation is the controller that keeps SPIRE's federation relationships equal to
+// what ClusterFederatedTrustDomains declare.
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+const (
+	// ControllerName names the controller in logs, Events, metrics and leader election.
+	ControllerName = "spire-registrar-federation-controller"
+
+	// maxRetries is how often a key is retried before it is dropped and left to the next
+	// resync. With the backoff below that is about five minutes of retrying.
+	maxRetries = 15
+
+	// trustDomainIndex finds the ClusterFederatedTrustDomains that name a trust domain.
+	trustDomainIndex = "spec.trustDomain"
+)
+
+func init() {
+	// Events about our kinds need them in the scheme the recorder uses.
+	utilruntime.Must(spirescheme.AddToScheme(scheme.Scheme))
+}
+
+// Options are the settings the controller declares relationships with.
+type Options struct {
+	// TrustDomain is the SPIRE server's own trust domain, which cannot federate with itself.
+	TrustDomain spiffeid.TrustDomain
+	// ClassMatches reports whether a resource's className is this controller's to handle.
+	ClassMatches func(className string) bool
+	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
+	ResyncInterval time.Duration
+}
+
+// Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
+// declare.
+//
+// Its unit of work is one trust domain name. A worker reads the resources that name it from
+// the informer's index and diffs the oldest one against the relationship cache, so an event
+// costs no SPIRE read. A full resync at start and every ResyncInterval diffs everything
+// against a fresh list; it repairs changes made behind the controller's back. SPIRE holds at
+// most one relationship per trust domain, and every relationship is the controller's: one no
+// resource declares is deleted.
+type Controller struct {
+	opts  Options
+	spire spire.FederationClient
+
+	cftdLister  spirelisters.ClusterFederatedTrustDomainLister
+	cftdIndexer cache.Indexer
+	cftdSynced  cache.InformerSynced
+
+	// queue holds trust domain names to sync.
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	relationships *relationshipCache
+
+	// resyncLock lets key syncs run concurrently (read) but never alongside a full resync
+	// (write), which replaces the cache under them.
+	resyncLock sync.RWMutex
+	// synced is set once the first full resync succeeded; nothing is written before.
+	synced atomic.Bool
+
+	eventBroadcaster record.EventBroadcaster
+	eventSink        record.EventSink
+	recorder         record.EventRecorder
+}
+
+// NewController wires the controller to the given informer. It registers an index and event
+// handlers but starts nothing: the caller starts the informer factory, then calls Run.
+// kubeClient receives Events; it may be nil, and then Events are only logged.
+func NewController(
+	ctx context.Context,
+	cftdInformer spireinformers.ClusterFederatedTrustDomainInformer,
+	kubeClient clientset.Interface,
+	spireClient spire.FederationClient,
+	opts Options,
+) (*Controller, error) {
+	if spireClient == nil {
+		return nil, errors.New("spire client is nil")
+	}
+	if opts.TrustDomain.IsZero() {
+		return nil, errors.New("trust domain is required")
+	}
+	if opts.ClassMatches == nil {
+		opts.ClassMatches = func(string) bool { return true }
+	}
+	if opts.ResyncInterval <= 0 {
+		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	c := &Controller{
+		opts:  opts,
+		spire: spireClient,
+
+		cftdLister:  cftdInformer.Lister(),
+		cftdIndexer: cftdInformer.Informer().GetIndexer(),
+		cftdSynced:  cftdInformer.Informer().HasSynced,
+
+		queue:         newQueue("spire_registrar_federation_relationships"),
+		relationships: newRelationshipCache(),
+
+		eventBroadcaster: broadcaster,
+		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
+	}
+	if kubeClient != nil {
+		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
+	}
+
+	if err := cftdInformer.Informer().AddIndexers(cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
+		return nil, fmt.Errorf("adding trust domain index: %w", err)
+	}
+	if err := c.addEventHandlers(cftdInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
+// from 10ms, so a brief SPIRE hiccup or a stale cache costs little, to 5 minutes, so a long
+// outage is not hammered; the token bucket caps the retry rate of all keys together.
+func newQueue(name string) workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 5*time.Minute),
+			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name},
+	)
+}
+
+// HasSynced reports whether the controller has completed its first full resync; until then it
+// has written nothing. It is what a readiness probe should report.
+func (c *Controller) HasSynced() bool {
+	return c.synced.Load()
+}
+
+// Run waits for the informer, runs the first full resync (retrying until SPIRE answers), then
+// runs workers and the periodic resync until ctx is done. It returns once every goroutine it
+// started has ended.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	if c.eventSink != nil {
+		c.eventBroadcaster.StartStructuredLogging(3)
+		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
+	}
+	defer c.eventBroadcaster.Shutdown()
+
+	var wg sync.WaitGroup
+	defer func() {
+		c.queue.ShutDown()
+		wg.Wait()
+		logger.Info("Stopped controller", "controller", ControllerName)
+	}()
+
+	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cftdSynced) {
+		return
+	}
+	if !c.initialResync(ctx) {
+		return
+	}
+
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+	}
+	wg.Go(func() { c.resyncLoop(ctx) })
+
+	<-ctx.Done()
+}

@@ -1,0 +1,100 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package federation
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+// Reasons of the Events the controller records on ClusterFederatedTrustDomains.
+const (
+	reasonInvalidSpec = "InvalidSpec"
+	reasonConflict    = "Conflict"
+	reasonCreated     = "RelationshipCreated"
+	reasonUpdated     = "RelationshipUpdated"
+)
+
+// declaration is what the ClusterFederatedTrustDomains naming one trust domain declare.
+type declaration struct {
+	// trustDomain is the key: the trust domain's name.
+	trustDomain string
+	// owner is the oldest resource naming the trust domain; the others are ignored.
+	owner *spirev1alpha1.ClusterFederatedTrustDomain
+	// relationship is the owner's spec as SPIRE should hold it. It is nil when the spec is
+	// invalid: the trust domain is then declared but nothing can be written, so SPIRE's
+	// relationship, if any, is left as it is rather than deleted.
+	relationship *spiretypes.FederationRelationship
+}
+
+// problem is something wrong with a resource, to be reported on it.
+type problem struct {
+	obj     *spirev1alpha1.ClusterFederatedTrustDomain
+	reason  string
+	message string
+}
+
+// declarations groups the resources of this controller's class by the trust domain they name
+// and resolves each group: the oldest resource (by creation time, then name) wins, and the
+// others are conflicts. Resources being deleted declare nothing. It returns the declarations
+// by trust domain and the problems found, sorted by resource name.
+func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffeid.TrustDomain, classMatches func(string) bool) (map[string]*declaration, []problem) {
+	groups := map[string][]*spirev1alpha1.ClusterFederatedTrustDomain{}
+	for _, obj := range objs {
+		if obj.DeletionTimestamp != nil || !classMatches(obj.Spec.ClassName) {
+			continue
+		}
+		key := keyOf(obj.Spec.TrustDomain)
+		groups[key] = append(groups[key], obj)
+	}
+
+	decls := make(map[string]*declaration, len(groups))
+	var problems []problem
+	for key, group := range groups {
+		slices.SortFunc(group, olderFirst)
+		d := &declaration{trustDomain: key, owner: group[0]}
+		rel, errs := toRelationship(&d.owner.Spec, own)
+		if len(errs) > 0 {
+			problems = append(problems, problem{obj: d.owner, reason: reasonInvalidSpec,
+				message: "Invalid spec; the federation relationship is left as SPIRE holds it: " + errs.ToAggregate().Error()})
+		}
+		d.relationship = rel
+		for _, loser := range group[1:] {
+			problems = append(problems, problem{obj: loser, reason: reasonConflict,
+				message: fmt.Sprintf("Trust domain %q is already declared by the older ClusterFederatedTrustDomain %q; this one is ignored", key, d.owner.Name)})
+		}
+		decls[key] = d
+	}
+	slices.SortFunc(problems, func(a, b problem) int { return strings.Compare(a.obj.Name, b.obj.Name) })
+	return decls, problems
+}
+
+// olderFirst orders resources by creation time, then name, so the winner of a conflict is
+// stable across restarts and replicas.
+func olderFirst(a, b *spirev1alpha1.ClusterFederatedTrustDomain) int {
+	return cmp.Or(
+		a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		strings.Compare(a.Name, b.Name),
+	)
+}

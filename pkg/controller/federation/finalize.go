@@ -1,0 +1,196 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package federation
+
+import (
+	"context"
+	"fmt"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// finalize is the only function that writes to SPIRE. It applies a plan and keeps the cache
+// equal to what SPIRE answered. A create or update that fails in a way that means the cache
+// was stale (SPIRE v1.13 reports both "already exists" on create and "not found" on update as
+// INTERNAL) refreshes the affected trust domains from a fresh list, so that the retry the
+// returned error causes creates or updates as SPIRE's state requires.
+func (c *Controller) finalize(ctx context.Context, p plan) error {
+	w := &planWriter{c: c}
+	w.create(ctx, p.toCreate)
+	w.update(ctx, p.toUpdate)
+	w.delete(ctx, p.toDelete)
+	if len(w.stale) > 0 {
+		if err := c.refresh(ctx, w.stale); err != nil {
+			w.errs = append(w.errs, err)
+		}
+	}
+	if n := len(p.toCreate) + len(p.toUpdate) + len(p.toDelete); n > 0 {
+		klog.FromContext(ctx).V(2).Info("Applied federation relationship plan",
+			"created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete), "errors", len(w.errs))
+	}
+	return utilerrors.NewAggregate(w.errs)
+}
+
+// planWriter collects the results of one plan's writes.
+type planWriter struct {
+	c     *Controller
+	errs  []error
+	stale []string
+}
+
+func (w *planWriter) create(ctx context.Context, ds []*declaration) {
+	if len(ds) == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	rels := make([]*spiretypes.FederationRelationship, len(ds))
+	for i, d := range ds {
+		rels[i] = d.relationship
+	}
+	results, err := w.c.spire.CreateFederationRelationships(ctx, rels)
+	for i, d := range ds {
+		if i >= len(results) {
+			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, err))
+			continue
+		}
+		r := results[i]
+		if r.Err != nil {
+			if staleCode(r.Err) {
+				w.stale = append(w.stale, d.trustDomain)
+			}
+			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, r.Err))
+			continue
+		}
+		w.c.relationships.put(echoed(r.Relationship, d.relationship))
+		logger.V(2).Info("Created federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
+		w.c.recorder.Eventf(d.owner, corev1.EventTypeNormal, reasonCreated, "Created federation relationship with %q", d.trustDomain)
+	}
+}
+
+// update sends at most two batches, one per mask: with and without the bundle.
+func (w *planWriter) update(ctx context.Context, us []*relationshipUpdate) {
+	var withBundle, withoutBundle []*relationshipUpdate
+	for _, u := range us {
+		if u.relationship.GetTrustDomainBundle() != nil {
+			withBundle = append(withBundle, u)
+		} else {
+			withoutBundle = append(withoutBundle, u)
+		}
+	}
+	for _, group := range [][]*relationshipUpdate{withBundle, withoutBundle} {
+		if len(group) > 0 {
+			w.updateGroup(ctx, group)
+		}
+	}
+}
+
+func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdate) {
+	logger := klog.FromContext(ctx)
+	rels := make([]*spiretypes.FederationRelationship, len(group))
+	for i, u := range group {
+		rels[i] = u.relationship
+	}
+	results, err := w.c.spire.UpdateFederationRelationships(ctx, rels, updateMask(rels[0]))
+	for i, u := range group {
+		if i >= len(results) {
+			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, err))
+			continue
+		}
+		r := results[i]
+		if r.Err != nil {
+			if staleCode(r.Err) {
+				w.stale = append(w.stale, u.trustDomain)
+			}
+			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, r.Err))
+			continue
+		}
+		w.c.relationships.put(echoed(r.Relationship, u.relationship))
+		logger.V(2).Info("Updated federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
+		w.c.recorder.Eventf(u.owner, corev1.EventTypeNormal, reasonUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
+	}
+}
+
+func (w *planWriter) delete(ctx context.Context, trustDomains []string) {
+	if len(trustDomains) == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	results, err := w.c.spire.DeleteFederationRelationships(ctx, trustDomains)
+	for i, td := range trustDomains {
+		if i >= len(results) {
+			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, err))
+			continue
+		}
+		// NOT_FOUND means someone else deleted it first: the goal is reached.
+		if r := results[i]; r.Err != nil && !spire.IsNotFound(r.Err) {
+			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, r.Err))
+			continue
+		}
+		w.c.relationships.remove(td)
+		logger.V(2).Info("Deleted federation relationship no resource declares", "trustDomain", td)
+	}
+}
+
+// staleCode reports whether a failed create or update may mean that the cache disagrees with
+// SPIRE about whether the relationship exists. SPIRE v1.13 returns INTERNAL for both cases
+// (its service maps every datastore error to INTERNAL); ALREADY_EXISTS and NOT_FOUND are what
+// the API documents, so they are honoured too.
+func staleCode(err error) bool {
+	switch status.Code(err) {
+	case codes.Internal, codes.AlreadyExists, codes.NotFound:
+		return true
+	}
+	return false
+}
+
+// echoed is the relationship SPIRE returned, or what was sent if it returned none.
+func echoed(got, sent *spiretypes.FederationRelationship) *spiretypes.FederationRelationship {
+	if got != nil && got.GetTrustDomain() != "" {
+		return got
+	}
+	return sent
+}
+
+// refresh lists SPIRE's relationships and updates the cache for the given trust domains only:
+// other keys may be written concurrently by other workers, and a list taken before their
+// write completed must not overwrite what they cached.
+func (c *Controller) refresh(ctx context.Context, trustDomains []string) error {
+	rels, err := c.spire.ListFederationRelationships(ctx)
+	if err != nil {
+		return fmt.Errorf("refreshing federation relationships %v: %w", trustDomains, err)
+	}
+	byTD := make(map[string]*spiretypes.FederationRelationship, len(rels))
+	for _, r := range rels {
+		byTD[r.GetTrustDomain()] = r
+	}
+	for _, td := range trustDomains {
+		if r := byTD[td]; r != nil {
+			c.relationships.put(r)
+		} else {
+			c.relationships.remove(td)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Refreshed federation relationships after a write SPIRE refused", "trustDomains", trustDomains)
+	return nil
+}

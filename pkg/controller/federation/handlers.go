@@ -1,0 +1,91 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package federation
+
+import (
+	"fmt"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/client-go/tools/cache"
+
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+// addEventHandlers maps every event to the trust domains it affects. Handlers run on the
+// informer's goroutine, so they only compute keys and enqueue.
+func (c *Controller) addEventHandlers(cftdInformer spireinformers.ClusterFederatedTrustDomainInformer) error {
+	_, err := cftdInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: c.onUpdate,
+		DeleteFunc: c.enqueue,
+	})
+	if err != nil {
+		return fmt.Errorf("adding event handler: %w", err)
+	}
+	return nil
+}
+
+// keyOf is the queue key of the trust domain a resource names: the trust domain's name when it
+// parses, so that "spiffe://td" and "td" share a key and an invalid spelling still guards the
+// relationship it evidently means, and the raw string otherwise, so that the sync of that key
+// finds the resource and reports it.
+func keyOf(trustDomain string) string {
+	if td, err := spiffeid.TrustDomainFromString(trustDomain); err == nil {
+		return td.Name()
+	}
+	return trustDomain
+}
+
+func indexByTrustDomain(obj any) ([]string, error) {
+	cftd, ok := obj.(*spirev1alpha1.ClusterFederatedTrustDomain)
+	if !ok {
+		return nil, nil
+	}
+	return []string{keyOf(cftd.Spec.TrustDomain)}, nil
+}
+
+// unwrap returns the object of an event, including the last known state of a deleted one.
+func unwrap(obj any) (*spirev1alpha1.ClusterFederatedTrustDomain, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	cftd, ok := obj.(*spirev1alpha1.ClusterFederatedTrustDomain)
+	return cftd, ok
+}
+
+func (c *Controller) enqueue(obj any) {
+	if cftd, ok := unwrap(obj); ok {
+		c.queue.Add(keyOf(cftd.Spec.TrustDomain))
+	}
+}
+
+// onUpdate enqueues the trust domain a resource names, and the one it named before when that
+// changed, so the old relationship is deleted or handed to the next-oldest resource. Syncing a
+// key costs no SPIRE call when nothing differs, so no finer filter is needed.
+func (c *Controller) onUpdate(oldObj, newObj any) {
+	oldCFTD, okOld := oldObj.(*spirev1alpha1.ClusterFederatedTrustDomain)
+	newCFTD, okNew := newObj.(*spirev1alpha1.ClusterFederatedTrustDomain)
+	if !okOld || !okNew || oldCFTD.ResourceVersion == newCFTD.ResourceVersion {
+		return
+	}
+	oldKey, newKey := keyOf(oldCFTD.Spec.TrustDomain), keyOf(newCFTD.Spec.TrustDomain)
+	c.queue.Add(newKey)
+	if oldKey != newKey {
+		c.queue.Add(oldKey)
+	}
+}

@@ -1,0 +1,90 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package federation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
+// ends. Until it succeeds the controller writes nothing and is not ready.
+func (c *Controller) initialResync(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := c.fullResync(ctx); err != nil {
+			logger.Error(err, "Initial resync failed; retrying")
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return false
+	}
+	c.synced.Store(true)
+	return true
+}
+
+// resyncLoop runs a full resync every ResyncInterval. A failed resync is retried at the next
+// interval; meanwhile events keep being handled from the cache.
+func (c *Controller) resyncLoop(ctx context.Context) {
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.fullResync(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Full resync failed")
+		}
+	}, c.opts.ResyncInterval, 0.1, false)
+}
+
+// fullResync diffs every declaration against a fresh list of every relationship SPIRE holds,
+// and deletes the relationships no resource declares. It excludes key syncs while it runs,
+// since it replaces the cache they read. The initial one is the first time the controller
+// writes: a failed list writes nothing, and in particular deletes nothing.
+func (c *Controller) fullResync(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	c.resyncLock.Lock()
+	defer c.resyncLock.Unlock()
+	start := time.Now()
+
+	rels, err := c.spire.ListFederationRelationships(ctx)
+	if err != nil {
+		return fmt.Errorf("listing SPIRE federation relationships: %w", err)
+	}
+	c.relationships.replace(rels)
+
+	cftds, err := c.cftdLister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing ClusterFederatedTrustDomains: %w", err)
+	}
+	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
+	c.report(ctx, problems)
+	p := reconcile(decls, c.relationships.all())
+	writeErr := c.finalize(ctx, p)
+
+	logger.V(2).Info("Full resync done", "duration", time.Since(start), "relationships", len(rels),
+		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
+		"inSync", p.inSync, "invalid", p.invalid, "problems", len(problems))
+	if writeErr != nil {
+		return fmt.Errorf("applying full resync plan: %w", writeErr)
+	}
+	return nil
+}

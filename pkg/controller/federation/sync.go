@@ -1,0 +1,74 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package federation
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+// syncTrustDomain makes SPIRE's relationship with one trust domain equal to what the oldest
+// resource naming it declares: created when missing, updated when it differs, deleted when no
+// resource names the trust domain, and left alone when the declaring spec is invalid.
+func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) error {
+	c.resyncLock.RLock()
+	defer c.resyncLock.RUnlock()
+
+	objs, err := c.cftdIndexer.ByIndex(trustDomainIndex, trustDomain)
+	if err != nil {
+		return fmt.Errorf("looking up ClusterFederatedTrustDomains of %q: %w", trustDomain, err)
+	}
+	cftds := make([]*spirev1alpha1.ClusterFederatedTrustDomain, 0, len(objs))
+	for _, obj := range objs {
+		if cftd, ok := obj.(*spirev1alpha1.ClusterFederatedTrustDomain); ok {
+			cftds = append(cftds, cftd)
+		}
+	}
+	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
+	c.report(ctx, problems)
+
+	current := map[string]*spiretypes.FederationRelationship{}
+	if r := c.relationships.get(trustDomain); r != nil {
+		current[trustDomain] = r
+	}
+	return c.finalize(ctx, reconcile(decls, current))
+}
+
+// report tells each resource's owner what is wrong with it. Events about one object are
+// rate limited and aggregated by client-go, so a resource reported at every sync does not
+// flood the API.
+func (c *Controller) report(ctx context.Context, problems []problem) {
+	logger := klog.FromContext(ctx)
+	for _, p := range problems {
+		logger.Info("Ignoring ClusterFederatedTrustDomain", "clusterFederatedTrustDomain", klog.KObj(p.obj), "reason", p.reason, "message", p.message)
+		c.recorder.Event(p.obj, corev1.EventTypeWarning, p.reason, truncate(p.message, 1024))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
