@@ -35,10 +35,16 @@ type entryCache struct {
 	mu    sync.RWMutex
 	byID  map[string]*spiretypes.Entry
 	byPod map[types.UID]map[string]*spiretypes.Entry
+	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
+	byKey map[entryKey]map[string]*spiretypes.Entry
 }
 
 func newEntryCache() *entryCache {
-	return &entryCache{byID: map[string]*spiretypes.Entry{}, byPod: map[types.UID]map[string]*spiretypes.Entry{}}
+	return &entryCache{
+		byID:  map[string]*spiretypes.Entry{},
+		byPod: map[types.UID]map[string]*spiretypes.Entry{},
+		byKey: map[entryKey]map[string]*spiretypes.Entry{},
+	}
 }
 
 // replace swaps the whole content for a fresh list.
@@ -47,6 +53,7 @@ func (c *entryCache) replace(entries []*spiretypes.Entry) {
 	defer c.mu.Unlock()
 	c.byID = make(map[string]*spiretypes.Entry, len(entries))
 	c.byPod = make(map[types.UID]map[string]*spiretypes.Entry, len(entries))
+	c.byKey = map[entryKey]map[string]*spiretypes.Entry{}
 	for _, e := range entries {
 		c.putLocked(e)
 	}
@@ -70,10 +77,9 @@ func (c *entryCache) remove(id string) {
 func (c *entryCache) putLocked(e *spiretypes.Entry) {
 	c.byID[e.GetId()] = e
 	if uid := podUIDOf(e); uid != "" {
-		if c.byPod[uid] == nil {
-			c.byPod[uid] = map[string]*spiretypes.Entry{}
-		}
-		c.byPod[uid][e.GetId()] = e
+		addToIndex(c.byPod, uid, e)
+	} else {
+		addToIndex(c.byKey, keyOf(e), e)
 	}
 }
 
@@ -84,10 +90,23 @@ func (c *entryCache) removeLocked(id string) {
 	}
 	delete(c.byID, id)
 	if uid := podUIDOf(e); uid != "" {
-		delete(c.byPod[uid], id)
-		if len(c.byPod[uid]) == 0 {
-			delete(c.byPod, uid)
-		}
+		removeFromIndex(c.byPod, uid, id)
+	} else {
+		removeFromIndex(c.byKey, keyOf(e), id)
+	}
+}
+
+func addToIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, e *spiretypes.Entry) {
+	if index[k] == nil {
+		index[k] = map[string]*spiretypes.Entry{}
+	}
+	index[k][e.GetId()] = e
+}
+
+func removeFromIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, id string) {
+	delete(index[k], id)
+	if len(index[k]) == 0 {
+		delete(index, k)
 	}
 }
 
@@ -95,27 +114,20 @@ func (c *entryCache) removeLocked(id string) {
 func (c *entryCache) forPod(uid types.UID) []*spiretypes.Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]*spiretypes.Entry, 0, len(c.byPod[uid]))
-	for _, e := range c.byPod[uid] {
+	return values(c.byPod[uid])
+}
+
+// forKey returns the entries of no pod that have a key.
+func (c *entryCache) forKey(k entryKey) []*spiretypes.Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return values(c.byKey[k])
+}
+
+func values(m map[string]*spiretypes.Entry) []*spiretypes.Entry {
+	out := make([]*spiretypes.Entry, 0, len(m))
+	for _, e := range m {
 		out = append(out, e)
 	}
 	return out
-}
-
-// podUIDs returns every pod UID that has entries.
-func (c *entryCache) podUIDs() []types.UID {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]types.UID, 0, len(c.byPod))
-	for uid := range c.byPod {
-		out = append(out, uid)
-	}
-	return out
-}
-
-// len returns the number of cached entries.
-func (c *entryCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.byID)
 }

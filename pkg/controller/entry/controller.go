@@ -87,7 +87,8 @@ type Options struct {
 	ResyncInterval time.Duration
 }
 
-// Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods.
+// Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and
+// ClusterStaticEntries declare literally.
 //
 // Its unit of work is one pod, keyed by UID: every pod entry carries the pod's UID as a
 // selector, so a pod's entries are its own. Events are mapped to the pods they affect; a worker
@@ -106,18 +107,21 @@ type Controller struct {
 	namespaceLister corelisters.NamespaceLister
 	nodeLister      corelisters.NodeLister
 	csidLister      spirelisters.ClusterSPIFFEIDLister
+	staticLister    spirelisters.ClusterStaticEntryLister
 	cachesSynced    []cache.InformerSynced
 
 	// podQueue holds pod UIDs to sync; identityQueue holds ClusterSPIFFEID names whose
 	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may
-	// be out of date.
+	// be out of date; staticQueue holds ClusterStaticEntry names to sync.
 	podQueue      workqueue.TypedRateLimitingInterface[types.UID]
 	identityQueue workqueue.TypedRateLimitingInterface[string]
 	statusQueue   workqueue.TypedRateLimitingInterface[string]
+	staticQueue   workqueue.TypedRateLimitingInterface[string]
 
 	identities *identityCache
 	entries    *entryCache
 	outcomes   *outcomeTracker
+	staticKeys *staticKeys
 
 	// resyncLock lets pod syncs run concurrently (read) but never alongside a full resync
 	// (write), which replaces the entry cache under them.
@@ -138,6 +142,7 @@ func NewController(
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+	staticInformer spireinformers.ClusterStaticEntryInformer,
 	kubeClient clientset.Interface,
 	spireAPI spireclientset.Interface,
 	spireClient spire.EntryClient,
@@ -170,20 +175,24 @@ func NewController(
 		namespaceLister: namespaceInformer.Lister(),
 		nodeLister:      nodeInformer.Lister(),
 		csidLister:      csidInformer.Lister(),
+		staticLister:    staticInformer.Lister(),
 		cachesSynced: []cache.InformerSynced{
 			podInformer.Informer().HasSynced,
 			namespaceInformer.Informer().HasSynced,
 			nodeInformer.Informer().HasSynced,
 			csidInformer.Informer().HasSynced,
+			staticInformer.Informer().HasSynced,
 		},
 
 		podQueue:      newQueue[types.UID]("spire_registrar_pods"),
 		identityQueue: newQueue[string]("spire_registrar_clusterspiffeids"),
 		statusQueue:   newQueue[string]("spire_registrar_clusterspiffeid_status"),
+		staticQueue:   newQueue[string]("spire_registrar_clusterstaticentries"),
 
 		identities: newIdentityCache(),
 		entries:    newEntryCache(),
 		outcomes:   newOutcomeTracker(),
+		staticKeys: &staticKeys{keys: map[string]entryKey{}},
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
@@ -198,7 +207,7 @@ func NewController(
 	}); err != nil {
 		return nil, fmt.Errorf("adding pod indexes: %w", err)
 	}
-	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, csidInformer); err != nil {
+	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, csidInformer, staticInformer); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -241,6 +250,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.podQueue.ShutDown()
 		c.identityQueue.ShutDown()
 		c.statusQueue.ShutDown()
+		c.staticQueue.ShutDown()
 		wg.Wait()
 		logger.Info("Stopped controller", "controller", ControllerName)
 	}()
@@ -258,6 +268,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	wg.Go(func() { wait.UntilWithContext(ctx, c.identityWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.statusWorker, time.Second) })
+	wg.Go(func() { wait.UntilWithContext(ctx, c.staticWorker, time.Second) })
 	wg.Go(func() { c.resyncLoop(ctx) })
 
 	<-ctx.Done()

@@ -77,7 +77,8 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
 	env.controller, err = NewController(ctx,
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
-		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), nil, env.spireAPI, client,
+		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
+		nil, env.spireAPI, client,
 		Options{
 			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 			ClusterName:      "demo",

@@ -40,6 +40,7 @@ func (c *Controller) addEventHandlers(
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+	staticInformer spireinformers.ClusterStaticEntryInformer,
 ) error {
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -64,6 +65,11 @@ func (c *Controller) addEventHandlers(
 			AddFunc:    func(obj any) { c.enqueueIdentity(obj) },
 			UpdateFunc: c.onIdentityUpdate,
 			DeleteFunc: func(obj any) { c.enqueueIdentity(obj) },
+		}},
+		{staticInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueStatic(obj) },
+			UpdateFunc: c.onStaticUpdate,
+			DeleteFunc: func(obj any) { c.enqueueStatic(obj) },
 		}},
 	}
 	for _, h := range handlers {
@@ -199,5 +205,19 @@ func (c *Controller) onIdentityUpdate(oldObj, newObj any) {
 func (c *Controller) enqueuePodUIDs(uids []types.UID) {
 	for _, uid := range uids {
 		c.podQueue.Add(uid)
+	}
+}
+
+func (c *Controller) enqueueStatic(obj any) {
+	if cse, ok := unwrap[*spirev1alpha1.ClusterStaticEntry](obj); ok {
+		c.staticQueue.Add(cse.Name)
+	}
+}
+
+// onStaticUpdate skips the echoes of the controller's own status writes.
+func (c *Controller) onStaticUpdate(oldObj, newObj any) {
+	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
+	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
+		c.enqueueStatic(newCSE)
 	}
 }

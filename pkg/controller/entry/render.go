@@ -112,12 +112,5 @@ func (r *renderer) renderID(t *template.Template, data *templateData) (*spiretyp
 	if err != nil {
 		return nil, err
 	}
-	id, err := spiffeid.FromString(text)
-	if err != nil {
-		return nil, fmt.Errorf("%s rendered invalid SPIFFE ID %q: %w", t.Name(), text, err)
-	}
-	if !id.MemberOf(r.trustDomain) {
-		return nil, fmt.Errorf("%s rendered %q, outside trust domain %q", t.Name(), text, r.trustDomain.Name())
-	}
-	return &spiretypes.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}, nil
+	return r.parseID(t.Name(), text)
 }

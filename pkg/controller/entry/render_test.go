@@ -175,3 +175,40 @@ func TestApplicableIdentities(t *testing.T) {
 		})
 	}
 }
+
+func TestRenderStaticEntryRejects(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	valid := func() spirev1alpha1.ClusterStaticEntrySpec {
+		return spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server",
+			Selectors: []string{"unix:uid:999"}}
+	}
+	if _, err := r.renderStaticEntry(&spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db",
+		ParentID: "spiffe://example.org/spire/server", Selectors: []string{"k8s:pod-label:app:a:b"}}); err != nil {
+		t.Fatalf("valid spec rejected: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*spirev1alpha1.ClusterStaticEntrySpec)
+		want   string
+	}{
+		{"bad SPIFFE ID", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.SPIFFEID = "spiffe://example.org/a b" }, "spiffeID"},
+		{"SPIFFE ID of another trust domain", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.SPIFFEID = "spiffe://other.org/db" }, "spiffeID"},
+		{"parent ID of another trust domain", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.ParentID = "spiffe://other.org/x" }, "parentID"},
+		{"no selectors", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.Selectors = nil }, "selectors"},
+		{"selector without colon", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.Selectors = []string{"unix"} }, "selectors[0]"},
+		{"selector with empty type", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.Selectors = []string{":x"} }, "selectors[0]"},
+		{"reserved pod-uid selector", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.Selectors = []string{"k8s:pod-uid:123"} }, "reserved"},
+		{"bad federatesWith", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.FederatesWith = []string{"UPPER.org"} }, "federatesWith[0]"},
+		{"bad DNS name", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.DNSNames = []string{"-bad-"} }, "dnsNames[0]"},
+		{"negative TTL", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.X509SVIDTTL.Duration = -time.Second }, "x509SVIDTTL"},
+		{"negative JWT TTL", func(s *spirev1alpha1.ClusterStaticEntrySpec) { s.JWTSVIDTTL.Duration = -time.Second }, "jwtSVIDTTL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := valid()
+			tc.mutate(&spec)
+			if _, err := r.renderStaticEntry(&spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}

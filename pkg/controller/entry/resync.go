@@ -104,12 +104,21 @@ func (c *Controller) fullResync(ctx context.Context) error {
 		}
 	}
 
+	statics, _, err := c.declaredStatics()
+	if err != nil {
+		return err
+	}
+	declared = append(declared, statics...)
+	c.staticKeys.reset(statics)
+
 	p := reconcile(declared, owned)
 	failures, writeErr := c.finalize(ctx, p)
 	recordPlanOutcomes(outcomes, p, failures)
 	for _, name := range c.outcomes.replaceAll(outcomes) {
 		c.statusQueue.AddAfter(name, statusDelay)
 	}
+	// Static entries are few: resync each, which also brings its status up to date.
+	c.enqueueAllStatics()
 
 	logger.V(2).Info("Full resync done", "duration", time.Since(start), "entries", len(all), "owned", len(owned),
 		"declared", len(declared), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
@@ -118,6 +127,16 @@ func (c *Controller) fullResync(ctx context.Context) error {
 		return fmt.Errorf("applying full resync plan: %w", writeErr)
 	}
 	return nil
+}
+
+func (c *Controller) enqueueAllStatics() {
+	all, err := c.staticLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, cse := range all {
+		c.staticQueue.Add(cse.Name)
+	}
 }
 
 // owns reports whether an entry is the controller's to diff and delete. Join-token agent

@@ -40,6 +40,11 @@ func (c *Controller) statusWorker(ctx context.Context) {
 	}
 }
 
+func (c *Controller) staticWorker(ctx context.Context) {
+	for processNext(ctx, c.staticQueue, "clusterStaticEntry", c.syncStatic) {
+	}
+}
+
 // processNext takes one key off the queue and syncs it. It returns false when the queue is
 // shut down.
 func processNext[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], kind string, sync func(context.Context, T) error) bool {

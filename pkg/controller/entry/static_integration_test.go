@@ -1,0 +1,106 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+func (e *itEnv) staticEntry(name string, spec spirev1alpha1.ClusterStaticEntrySpec) *spirev1alpha1.ClusterStaticEntry {
+	e.t.Helper()
+	spec.ClassName = e.prefix
+	cse, err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Create(e.ctx, &spirev1alpha1.ClusterStaticEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: e.name(name)}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cse
+}
+
+func (e *itEnv) waitForStaticStatus(name string, want spirev1alpha1.ClusterStaticEntryStatus) {
+	e.t.Helper()
+	e.eventually("status of "+name, 30*time.Second, func() (bool, error) {
+		cse, err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(e.ctx, name, metav1.GetOptions{})
+		return err == nil && cse.Status == want, err
+	})
+}
+
+func TestClusterStaticEntries(t *testing.T) {
+	e := newITEnv(t)
+	e.startController("")
+
+	db := e.staticEntry("db", spirev1alpha1.ClusterStaticEntrySpec{
+		SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server",
+		Selectors: []string{"unix:uid:999"}, DNSNames: []string{"db.example.com"},
+		X509SVIDTTL: metav1.Duration{Duration: time.Hour}, Hint: "db", StoreSVID: true,
+	})
+	e.waitForSPIFFEIDs("spiffe://example.org/db")
+	set := spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Set: true}
+	e.waitForStaticStatus(db.Name, set)
+	got := e.oracleBySPIFFEID()["spiffe://example.org/db"]
+	if got.ParentID != "spiffe://example.org/spire/server" || got.X509SVIDTTL != 3600 || got.Hint != "db" || !got.StoreSVID ||
+		len(got.DNSNames) != 1 || selectorStrings(got.Selectors) != "unix:uid:999" {
+		t.Errorf("entry = %+v", got)
+	}
+
+	// A younger resource declaring the same entry is masked and writes nothing.
+	twin := e.staticEntry("db-twin", spirev1alpha1.ClusterStaticEntrySpec{
+		SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:999"},
+	})
+	e.waitForStaticStatus(twin.Name, spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Masked: true})
+	if en := e.oracleBySPIFFEID()["spiffe://example.org/db"]; en.Hint != "db" || en.ID != got.ID {
+		t.Errorf("the masked twin changed the entry: %+v", en)
+	}
+
+	// An invalid one is reported and harms nothing.
+	bad := e.staticEntry("bad", spirev1alpha1.ClusterStaticEntrySpec{
+		SPIFFEID: "spiffe://example.org/bad", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"no-colon"},
+	})
+	e.waitForStaticStatus(bad.Name, spirev1alpha1.ClusterStaticEntryStatus{})
+	e.eventually("InvalidSpec event", 30*time.Second, func() (bool, error) {
+		events, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(e.ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + bad.Name + ",reason=InvalidSpec"})
+		return err == nil && len(events.Items) > 0, err
+	})
+	e.waitForSPIFFEIDs("spiffe://example.org/db")
+
+	// Editing the winner's identity moves the entry; the twin takes over the old one.
+	cur, err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(e.ctx, db.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.SPIFFEID = "spiffe://example.org/db-v2"
+	if _, err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitForSPIFFEIDs("spiffe://example.org/db", "spiffe://example.org/db-v2")
+	e.waitForStaticStatus(twin.Name, set)
+	e.waitForStaticStatus(db.Name, set)
+
+	// Deleting resources deletes their entries.
+	for _, name := range []string{db.Name, twin.Name} {
+		if err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitForSPIFFEIDs()
+}
