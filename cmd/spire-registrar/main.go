@@ -34,6 +34,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -43,6 +44,14 @@ type options struct {
 	master     string
 	configFile string
 	workers    int
+
+	// These override the config file's fields of the same meaning when set.
+	metricsBindAddress      string
+	healthProbeBindAddress  string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	set                     map[string]bool
 }
 
 func main() {
@@ -52,7 +61,14 @@ func main() {
 	flag.StringVar(&opts.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
 	flag.StringVar(&opts.configFile, "config", "", "Path to the config file (spire-controller-manager's ControllerManagerConfig format). Required.")
 	flag.IntVar(&opts.workers, "workers", 10, "Number of pods synced concurrently.")
+	flag.StringVar(&opts.metricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
+	flag.StringVar(&opts.healthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
+	flag.BoolVar(&opts.leaderElect, "leader-elect", false, "Run only while holding a Lease, so one of several replicas writes. Overrides leaderElection.leaderElect.")
+	flag.StringVar(&opts.leaderElectionID, "leader-election-id", "", "Name of the Lease. Overrides leaderElection.resourceName.")
+	flag.StringVar(&opts.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease (default: the pod's). Overrides leaderElection.resourceNamespace.")
 	flag.Parse()
+	opts.set = map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { opts.set[f.Name] = true })
 
 	ctx := signalContext()
 	if err := run(ctx, opts); err != nil {
@@ -74,6 +90,7 @@ func run(ctx context.Context, opts options) error {
 	if err != nil {
 		return err
 	}
+	opts.override(cfg)
 
 	// With neither flag set this falls back to the in-cluster config.
 	restConfig, err := clientcmd.BuildConfigFromFlags(opts.master, opts.kubeconfig)
@@ -99,17 +116,62 @@ func run(ctx context.Context, opts options) error {
 	}
 	defer spireClient.Close()
 
-	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
+	health := &app.Health{}
+	if cfg.MetricsBindAddress != config.DisabledAddress {
+		if _, err := app.Serve(ctx, "metrics", cfg.MetricsBindAddress, app.MetricsHandler()); err != nil {
+			return err
+		}
+	}
+	if cfg.HealthProbeBindAddress != config.DisabledAddress {
+		if _, err := app.Serve(ctx, "health", cfg.HealthProbeBindAddress, health.Handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
+			return err
+		}
+	}
+
 	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
-		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.workers)
-	return app.Run(ctx, app.ControllerContext{
-		Config:         cfg,
-		KubeClient:     kubeClient,
-		SpireAPIClient: spireAPIClient,
-		KubeInformers:  kubeInformers,
-		SpireInformers: spireInformers,
-		SPIRE:          spireClient,
-	}, opts.workers)
+		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.workers,
+		"leaderElection", cfg.LeaderElection.Enabled)
+	runControllers := func(ctx context.Context) error {
+		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
+		kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
+		return app.Run(ctx, app.ControllerContext{
+			Config:         cfg,
+			KubeClient:     kubeClient,
+			SpireAPIClient: spireAPIClient,
+			KubeInformers:  kubeInformers,
+			SpireInformers: spireInformers,
+			SPIRE:          metrics.InstrumentSPIRE(spireClient),
+		}, opts.workers, health)
+	}
+	if !cfg.LeaderElection.Enabled {
+		return runControllers(ctx)
+	}
+	var runErr error
+	if err := app.RunWithLeaderElection(ctx, kubeClient, cfg.LeaderElection, health, func(ctx context.Context) {
+		runErr = runControllers(ctx)
+	}); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// override applies the flags the user set over the config file's fields.
+func (o *options) override(cfg *config.Config) {
+	if o.set["metrics-bind-address"] {
+		cfg.MetricsBindAddress = o.metricsBindAddress
+	}
+	if o.set["health-probe-bind-address"] {
+		cfg.HealthProbeBindAddress = o.healthProbeBindAddress
+	}
+	if o.set["leader-elect"] {
+		cfg.LeaderElection.Enabled = o.leaderElect
+	}
+	if o.set["leader-election-id"] {
+		cfg.LeaderElection.ResourceName = o.leaderElectionID
+	}
+	if o.set["leader-election-namespace"] {
+		cfg.LeaderElection.ResourceNamespace = o.leaderElectionNamespace
+	}
 }
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM, so the controller

@@ -48,7 +48,7 @@ type ControllerContext struct {
 	KubeInformers  informers.SharedInformerFactory
 	SpireInformers spireinformers.SharedInformerFactory
 	// SPIRE is the SPIRE server's admin API.
-	SPIRE spire.EntryClient
+	SPIRE spire.API
 }
 
 // Controller is a constructed controller, ready to run once the informer factories started.
@@ -116,11 +116,15 @@ func RunControllers(ctx context.Context, controllers []Controller, workers int) 
 }
 
 // Run is the whole life of a standalone spire-registrar: construct the controllers, start the
-// informer factories, run until ctx is done, and shut the factories down.
-func Run(ctx context.Context, cc ControllerContext, workers int) error {
+// informer factories, run until ctx is done, and shut the factories down. health, if not nil,
+// is told about the controllers so that readiness follows their first sync.
+func Run(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
 	controllers, err := NewControllers(ctx, cc)
 	if err != nil {
 		return err
+	}
+	if health != nil {
+		health.SetControllers(controllers)
 	}
 	cc.KubeInformers.Start(ctx.Done())
 	cc.SpireInformers.Start(ctx.Done())

@@ -45,6 +45,15 @@ const (
 	// 10s this only bounds repair time; a full list of 300k entries every few minutes is a
 	// load a SPIRE server bears.
 	DefaultGCInterval = 5 * time.Minute
+
+	// DisabledAddress turns a server off, as in spire-controller-manager.
+	DisabledAddress = "0"
+
+	// Leader election defaults are client-go's usual ones.
+	DefaultLeaseName     = "spire-registrar"
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
 )
 
 // DefaultIgnoreNamespaces are the namespaces whose pods never get entries when the config
@@ -64,7 +73,26 @@ type Config struct {
 	WatchClassless   bool
 	GCInterval       time.Duration
 
+	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and the health
+	// probes are served; "0" (the default) disables them.
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	ReadinessEndpointName  string
+	LivenessEndpointName   string
+
+	LeaderElection LeaderElection
+
 	ignoreNamespaces []*regexp.Regexp
+}
+
+// LeaderElection configures leader election on a coordination.k8s.io Lease.
+type LeaderElection struct {
+	Enabled           bool
+	ResourceName      string
+	ResourceNamespace string
+	LeaseDuration     time.Duration
+	RenewDeadline     time.Duration
+	RetryPeriod       time.Duration
 }
 
 // IsNamespaceIgnored reports whether a namespace matches one of the ignoreNamespaces

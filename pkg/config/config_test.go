@@ -90,6 +90,42 @@ gcInterval: 30s
 	}
 }
 
+func TestServingAndLeaderElection(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + `
+metrics:
+  bindAddress: 127.0.0.1:8082
+health:
+  healthProbeBindAddress: 0.0.0.0:8083
+  readinessEndpointName: ready
+leaderElection:
+  leaderElect: true
+  resourceName: 98c9c988.spiffe.io
+  resourceNamespace: spire-system
+  leaseDuration: 30s
+  renewDeadline: 20000000000
+  retryPeriod: 5s
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := LeaderElection{Enabled: true, ResourceName: "98c9c988.spiffe.io", ResourceNamespace: "spire-system",
+		LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second}
+	if cfg.LeaderElection != want {
+		t.Errorf("LeaderElection = %+v, want %+v", cfg.LeaderElection, want)
+	}
+	if cfg.MetricsBindAddress != "127.0.0.1:8082" || cfg.HealthProbeBindAddress != "0.0.0.0:8083" ||
+		cfg.ReadinessEndpointName != "ready" || cfg.LivenessEndpointName != "healthz" {
+		t.Errorf("serving = %q %q %q %q", cfg.MetricsBindAddress, cfg.HealthProbeBindAddress, cfg.ReadinessEndpointName, cfg.LivenessEndpointName)
+	}
+	plain, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.LeaderElection.Enabled || plain.MetricsBindAddress != DisabledAddress || plain.HealthProbeBindAddress != DisabledAddress {
+		t.Errorf("defaults: %+v", plain)
+	}
+}
+
 func TestDurationForms(t *testing.T) {
 	for _, tc := range []struct {
 		value string
@@ -158,7 +194,12 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"bad regex", minimal + "ignoreNamespaces: [\"(\"]\n", "ignoreNamespaces[0]"},
 		{"bad parent template", minimal + "parentIDTemplate: \"{{ .Foo \"\n", "parentIDTemplate"},
 		{"dotted cluster domain", minimal + "clusterDomain: .cluster.local\n", "clusterDomain"},
-		{"unsupported leader election", minimal + "leaderElection:\n  leaderElect: true\n", "leaderElection"},
+		{"bad metrics address", minimal + "metrics:\n  bindAddress: nowhere\n", "metrics.bindAddress"},
+		{"bad health address", minimal + "health:\n  healthProbeBindAddress: \"8083\"\n", "health.healthProbeBindAddress"},
+		{"bad readiness name", minimal + "health:\n  readinessEndpointName: a/b\n", "health.readinessEndpointName"},
+		{"config map lock", minimal + "leaderElection:\n  resourceLock: configmaps\n", "leaderElection.resourceLock"},
+		{"renew after lease", minimal + "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n", "leaderElection.renewDeadline"},
+		{"bad retry period", minimal + "leaderElection:\n  retryPeriod: often\n", "leaderElection.retryPeriod"},
 		{"unsupported prefix", minimal + "entryIDPrefix: a\n", "entryIDPrefix"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},

@@ -18,9 +18,11 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,14 +37,18 @@ const notSupported = "not supported by spire-registrar yet; remove it"
 func (f *File) Validate() (*Config, error) {
 	var errs field.ErrorList
 	cfg := &Config{
-		ClusterName:           f.ClusterName,
-		ClusterDomain:         f.ClusterDomain,
-		SPIREServerSocketPath: f.SPIREServerSocketPath,
-		ParentIDTemplate:      f.ParentIDTemplate,
-		ClassName:             f.ClassName,
-		WatchClassless:        f.WatchClassless,
-		GCInterval:            DefaultGCInterval,
-		IgnoreNamespaces:      DefaultIgnoreNamespaces,
+		ClusterName:            f.ClusterName,
+		ClusterDomain:          f.ClusterDomain,
+		SPIREServerSocketPath:  f.SPIREServerSocketPath,
+		ParentIDTemplate:       f.ParentIDTemplate,
+		ClassName:              f.ClassName,
+		WatchClassless:         f.WatchClassless,
+		GCInterval:             DefaultGCInterval,
+		IgnoreNamespaces:       DefaultIgnoreNamespaces,
+		MetricsBindAddress:     DisabledAddress,
+		HealthProbeBindAddress: DisabledAddress,
+		ReadinessEndpointName:  "readyz",
+		LivenessEndpointName:   "healthz",
 	}
 
 	if f.APIVersion != "" && f.APIVersion != APIVersion {
@@ -98,11 +104,101 @@ func (f *File) Validate() (*Config, error) {
 		cfg.GCInterval = f.GCInterval.Duration
 	}
 
+	errs = append(errs, f.validateServing(cfg)...)
+	errs = append(errs, f.validateLeaderElection(cfg)...)
 	errs = append(errs, f.unsupported()...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
 	}
 	return cfg, nil
+}
+
+// validateServing applies the metrics and health settings.
+func (f *File) validateServing(cfg *Config) field.ErrorList {
+	var errs field.ErrorList
+	if f.Metrics != nil && f.Metrics.BindAddress != "" {
+		cfg.MetricsBindAddress = f.Metrics.BindAddress
+		errs = append(errs, validateAddress(field.NewPath("metrics", "bindAddress"), cfg.MetricsBindAddress)...)
+	}
+	if f.Health == nil {
+		return errs
+	}
+	path := field.NewPath("health")
+	if f.Health.HealthProbeBindAddress != "" {
+		cfg.HealthProbeBindAddress = f.Health.HealthProbeBindAddress
+		errs = append(errs, validateAddress(path.Child("healthProbeBindAddress"), cfg.HealthProbeBindAddress)...)
+	}
+	for _, ep := range []struct {
+		name  string
+		value string
+		into  *string
+	}{
+		{"readinessEndpointName", f.Health.ReadinessEndpointName, &cfg.ReadinessEndpointName},
+		{"livenessEndpointName", f.Health.LivenessEndpointName, &cfg.LivenessEndpointName},
+	} {
+		if ep.value == "" {
+			continue
+		}
+		if strings.ContainsAny(ep.value, "/ ?#") {
+			errs = append(errs, field.Invalid(path.Child(ep.name), ep.value, "must be a single path segment, like readyz"))
+		}
+		*ep.into = ep.value
+	}
+	return errs
+}
+
+// validateAddress accepts "0" (disabled) or a host:port to listen on.
+func validateAddress(path *field.Path, addr string) field.ErrorList {
+	if addr == DisabledAddress {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return field.ErrorList{field.Invalid(path, addr, "want host:port, :port, or \"0\" to disable")}
+	}
+	return nil
+}
+
+// validateLeaderElection applies the leader election settings.
+func (f *File) validateLeaderElection(cfg *Config) field.ErrorList {
+	le := &cfg.LeaderElection
+	le.ResourceName, le.LeaseDuration, le.RenewDeadline, le.RetryPeriod =
+		DefaultLeaseName, DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod
+	if f.LeaderElection == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	path := field.NewPath("leaderElection")
+	in := f.LeaderElection
+	le.Enabled = in.LeaderElect != nil && *in.LeaderElect
+	if in.ResourceName != "" {
+		le.ResourceName = in.ResourceName
+	}
+	le.ResourceNamespace = in.ResourceNamespace
+	if in.ResourceLock != "" && in.ResourceLock != "leases" {
+		errs = append(errs, field.NotSupported(path.Child("resourceLock"), in.ResourceLock, []string{"leases"}))
+	}
+	for _, d := range []struct {
+		name string
+		in   *Duration
+		into *time.Duration
+	}{
+		{"leaseDuration", in.LeaseDuration, &le.LeaseDuration},
+		{"renewDeadline", in.RenewDeadline, &le.RenewDeadline},
+		{"retryPeriod", in.RetryPeriod, &le.RetryPeriod},
+	} {
+		if d.in == nil {
+			continue
+		}
+		if err := d.in.validate(path.Child(d.name)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		*d.into = d.in.Duration
+	}
+	if le.RenewDeadline >= le.LeaseDuration {
+		errs = append(errs, field.Invalid(path.Child("renewDeadline"), le.RenewDeadline.String(), "must be shorter than leaseDuration"))
+	}
+	return errs
 }
 
 // unsupported rejects every spire-controller-manager field that is set but not implemented.
@@ -119,9 +215,6 @@ func (f *File) unsupported() field.ErrorList {
 	reject(f.StaticManifestPath != nil, "staticManifestPath")
 	reject(f.ExpandEnvStaticManifests, "expandEnvStaticManifests")
 	reject(f.LogLevel != "", "logLevel")
-	reject(f.Metrics != nil, "metrics")
-	reject(f.Health != nil, "health")
-	reject(f.LeaderElection != nil, "leaderElection")
 	reject(f.ValidatingWebhookConfigurationName != "", "validatingWebhookConfigurationName")
 	reject(len(f.Webhook) > 0, "webhook")
 	reject(f.SyncPeriod != nil, "syncPeriod")

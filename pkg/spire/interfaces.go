@@ -53,7 +53,10 @@ type FederationClient interface {
 	DeleteFederationRelationships(ctx context.Context, trustDomains []string) ([]DeleteResult, error)
 }
 
-var (
-	_ EntryClient      = (*Client)(nil)
-	_ FederationClient = (*Client)(nil)
-)
+// API is everything spire-registrar uses of a SPIRE server's admin API.
+type API interface {
+	EntryClient
+	FederationClient
+}
+
+var _ API = (*Client)(nil)

@@ -95,28 +95,28 @@ spireServerSocketPath: %s
 
 // countingClient counts the SPIRE calls the controller makes.
 type countingClient struct {
-	spire.EntryClient
+	spire.API
 	lists, writes atomic.Int64
 }
 
 func (c *countingClient) ListEntries(ctx context.Context) ([]*spiretypes.Entry, error) {
 	c.lists.Add(1)
-	return c.EntryClient.ListEntries(ctx)
+	return c.API.ListEntries(ctx)
 }
 
 func (c *countingClient) CreateEntries(ctx context.Context, es []*spiretypes.Entry) ([]spire.EntryResult, error) {
 	c.writes.Add(1)
-	return c.EntryClient.CreateEntries(ctx, es)
+	return c.API.CreateEntries(ctx, es)
 }
 
 func (c *countingClient) UpdateEntries(ctx context.Context, es []*spiretypes.Entry, m *spiretypes.EntryMask) ([]spire.EntryResult, error) {
 	c.writes.Add(1)
-	return c.EntryClient.UpdateEntries(ctx, es, m)
+	return c.API.UpdateEntries(ctx, es, m)
 }
 
 func (c *countingClient) DeleteEntries(ctx context.Context, ids []string) ([]spire.DeleteResult, error) {
 	c.writes.Add(1)
-	return c.EntryClient.DeleteEntries(ctx, ids)
+	return c.API.DeleteEntries(ctx, ids)
 }
 
 // runningController is a controller running in-process through pkg/app, as the binary runs it.
@@ -135,7 +135,7 @@ func (e *itEnv) startController(extraConfig string) *runningController {
 		e.t.Fatalf("config: %v", err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	calls := &countingClient{EntryClient: e.client}
+	calls := &countingClient{API: e.client}
 	kubeInformers, spireInformers := app.NewInformerFactories(e.kube, e.spireAPI)
 	cc := app.ControllerContext{Config: cfg, KubeClient: e.kube, SpireAPIClient: e.spireAPI,
 		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: calls}

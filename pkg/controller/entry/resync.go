@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
@@ -68,6 +70,20 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 // fullResync diffs every declared entry against a fresh list of every entry SPIRE holds. It
 // excludes pod syncs while it runs, since it replaces the cache they read.
 func (c *Controller) fullResync(ctx context.Context) error {
+	start := time.Now()
+	err := c.fullResyncLocked(ctx)
+	result := "success"
+	if err != nil {
+		result = "failure"
+	} else {
+		metrics.LastFullResyncTime.WithLabelValues(ControllerName).SetToCurrentTime()
+		metrics.LastFullResyncDuration.WithLabelValues(ControllerName).Set(time.Since(start).Seconds())
+	}
+	metrics.FullResyncs.WithLabelValues(ControllerName, result).Inc()
+	return err
+}
+
+func (c *Controller) fullResyncLocked(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	c.resyncLock.Lock()
 	defer c.resyncLock.Unlock()

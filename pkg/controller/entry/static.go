@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // staticKeys remembers the entry key each ClusterStaticEntry declared when last synced, so
@@ -75,6 +76,7 @@ func (c *Controller) declaredStatics() ([]*declaredEntry, map[string]error, erro
 		e, err := c.renderer.renderStaticEntry(&cse.Spec)
 		if err != nil {
 			invalid[cse.Name] = err
+			metrics.RenderFailures.WithLabelValues(kindClusterStaticEntry).Inc()
 			continue
 		}
 		declared = append(declared, newDeclaredEntry(e, declarer{kind: kindClusterStaticEntry, name: cse.Name, created: cse.CreationTimestamp.Time}))

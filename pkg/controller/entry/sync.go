@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
@@ -116,6 +118,7 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities
 		e, err := c.renderer.renderPodEntry(id, pod, node)
 		if err != nil {
 			outs[id.name] = outcomeRenderFailure
+			metrics.RenderFailures.WithLabelValues(kindClusterSPIFFEID).Inc()
 			logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", id.name, "pod", klog.KObj(pod), "err", err)
 			c.reportRenderFailure(id, pod, err)
 			continue

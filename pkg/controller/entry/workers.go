@@ -23,6 +23,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 func (c *Controller) podWorker(ctx context.Context) {
@@ -58,7 +60,9 @@ func processNext[T comparable](ctx context.Context, queue workqueue.TypedRateLim
 	ctx = klog.NewContext(ctx, logger)
 	start := time.Now()
 	err := sync(ctx, key)
-	logger.V(4).Info("Finished syncing", "duration", time.Since(start), "err", err)
+	elapsed := time.Since(start)
+	metrics.SyncDuration.WithLabelValues(ControllerName, kind).Observe(elapsed.Seconds())
+	logger.V(4).Info("Finished syncing", "duration", elapsed, "err", err)
 	handleErr(ctx, queue, key, err)
 	return true
 }

@@ -1,0 +1,123 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+)
+
+// Health is what the health probes report. Liveness: the process serves requests (and, under
+// leader election, a leader still renews its lease). Readiness: every controller finished its
+// first sync with SPIRE — or the process is a standby, waiting for the lease, which is ready.
+type Health struct {
+	mu          sync.Mutex
+	controllers []Controller
+	// electing is set when leader election is on; leading once this process holds the lease.
+	electing, leading atomic.Bool
+	// leaseCheck reports a leader that stopped renewing its lease.
+	leaseCheck func(*http.Request) error
+}
+
+// SetControllers sets the controllers whose sync readiness waits for.
+func (h *Health) SetControllers(cs []Controller) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.controllers = cs
+}
+
+// Ready returns why the process is not ready, or nil.
+func (h *Health) Ready() error {
+	if h.electing.Load() && !h.leading.Load() {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.controllers) == 0 {
+		return errors.New("controllers not started")
+	}
+	for _, c := range h.controllers {
+		if !c.HasSynced() {
+			return fmt.Errorf("%s has not completed its first sync with SPIRE", c.Name())
+		}
+	}
+	return nil
+}
+
+// Alive returns why the process should be restarted, or nil.
+func (h *Health) Alive(r *http.Request) error {
+	if h.leaseCheck != nil {
+		return h.leaseCheck(r)
+	}
+	return nil
+}
+
+// Handler serves the liveness and readiness endpoints under the given names.
+func (h *Health) Handler(livenessName, readinessName string) http.Handler {
+	mux := http.NewServeMux()
+	probe := func(check func(*http.Request) error) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if err := check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		}
+	}
+	mux.Handle("/"+livenessName, probe(h.Alive))
+	mux.Handle("/"+readinessName, probe(func(*http.Request) error { return h.Ready() }))
+	return mux
+}
+
+// MetricsHandler serves spire-registrar's Prometheus metrics.
+func MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
+}
+
+// Serve listens on addr and serves handler until ctx is done. It returns once listening, with
+// the bound address (useful with port 0), or the listen error.
+func Serve(ctx context.Context, name, addr string, handler http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serving %s on %s: %w", name, addr, err)
+	}
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = server.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Server stopped", "server", name)
+		}
+	}()
+	klog.FromContext(ctx).Info("Serving", "server", name, "address", ln.Addr().String())
+	return ln.Addr(), nil
+}

@@ -1,0 +1,92 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package metrics holds spire-registrar's Prometheus metrics. They are registered on Registry,
+// which the binary serves on /metrics and an embedding binary may gather from.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const namespace = "spire_registrar"
+
+// Registry holds every spire-registrar metric, plus the Go runtime and process collectors.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// SyncDuration is how long one sync of one key took, by controller and kind of key.
+	SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "sync_duration_seconds",
+		Help:    "Time to sync one key, by controller and kind of key.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"controller", "kind"})
+
+	// SPIRERequests counts SPIRE admin API calls by method and gRPC code.
+	SPIRERequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "spire_requests_total",
+		Help: "SPIRE server API calls, by method and gRPC status code.",
+	}, []string{"method", "code"})
+
+	// SPIRERequestDuration is the latency of SPIRE admin API calls by method.
+	SPIRERequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "spire_request_duration_seconds",
+		Help:    "Latency of SPIRE server API calls, by method.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+	}, []string{"method"})
+
+	// SPIREItems counts the items of SPIRE batch calls by method and result, so that a batch
+	// that succeeds as an RPC but fails item by item is visible.
+	SPIREItems = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "spire_items_total",
+		Help: "Items written through SPIRE batch calls, by method and result (success or the item's gRPC code).",
+	}, []string{"method", "result"})
+
+	// RenderFailures counts entries that could not be rendered from their templates or spec.
+	RenderFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "render_failures_total",
+		Help: "Entries that could not be rendered, by kind of declaring resource.",
+	}, []string{"kind"})
+
+	// FullResyncs counts full resyncs by controller and result.
+	FullResyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "full_resyncs_total",
+		Help: "Full resyncs against a complete SPIRE list, by controller and result.",
+	}, []string{"controller", "result"})
+
+	// LastFullResyncTime is when the last successful full resync ended.
+	LastFullResyncTime = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "last_full_resync_timestamp_seconds",
+		Help: "Unix time the last successful full resync ended, by controller.",
+	}, []string{"controller"})
+
+	// LastFullResyncDuration is how long the last full resync took.
+	LastFullResyncDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "last_full_resync_duration_seconds",
+		Help: "Duration of the last full resync, by controller.",
+	}, []string{"controller"})
+)
+
+func init() {
+	Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
+		FullResyncs, LastFullResyncTime, LastFullResyncDuration,
+	)
+	registerWorkqueueMetrics()
+}
