@@ -71,6 +71,7 @@ type Descriptor struct {
 func Descriptors() []Descriptor {
 	return []Descriptor{
 		{Name: entry.ControllerName, Constructor: newEntryController},
+		{Name: federationControllerName, Constructor: newFederationController},
 	}
 }
 

@@ -45,14 +45,22 @@ func (c *Controller) initialResync(ctx context.Context) bool {
 	return true
 }
 
-// resyncLoop runs a full resync every ResyncInterval. A failed resync is retried at the next
-// interval; meanwhile events keep being handled from the cache.
+// resyncLoop runs a full resync every ResyncInterval, the first one interval after the initial
+// resync. A failed resync is retried at the next interval; meanwhile events keep being
+// handled from the cache.
 func (c *Controller) resyncLoop(ctx context.Context) {
-	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+	for {
+		timer := time.NewTimer(wait.Jitter(c.opts.ResyncInterval, 0.1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
 		if err := c.fullResync(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Full resync failed")
 		}
-	}, c.opts.ResyncInterval, 0.1, false)
+	}
 }
 
 // fullResync diffs every declaration against a fresh list of every relationship SPIRE holds,

@@ -51,8 +51,8 @@ func toRelationship(spec *spirev1alpha1.ClusterFederatedTrustDomainSpec, own spi
 	errs = append(errs, validateProfile(specPath.Child("bundleEndpointProfile"), spec.BundleEndpointProfile, rel)...)
 
 	// The bundle JSON does not name its trust domain, so it can only be read once the trust
-	// domain is known.
-	if spec.TrustDomainBundle != "" && len(tdErrs) == 0 {
+	// domain parses.
+	if spec.TrustDomainBundle != "" && !td.IsZero() {
 		b, err := parseBundle(td, spec.TrustDomainBundle)
 		if err != nil {
 			errs = append(errs, field.Invalid(specPath.Child("trustDomainBundle"), field.OmitValueType{}, err.Error()))

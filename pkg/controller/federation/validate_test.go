@@ -100,7 +100,9 @@ func TestToRelationship(t *testing.T) {
 			wantErr: []string{"spec.bundleEndpointURL", "https scheme"}},
 		{name: "URL without host", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "https:///bundle" },
 			wantErr: []string{"spec.bundleEndpointURL", "host"}},
-		{name: "URL with user info", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "https://me:s3cret@fed.org/" },
+		{name: "URL with user info", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
+			s.BundleEndpointURL = "https://me:s3cret@fed.org/"
+		},
 			wantErr: []string{"spec.bundleEndpointURL", "user info"}, notInErr: []string{"s3cret"}},
 		{name: "missing profile type", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointProfile.Type = "" },
 			wantErr: []string{"spec.bundleEndpointProfile.type: Required"}},
@@ -115,7 +117,9 @@ func TestToRelationship(t *testing.T) {
 		{name: "https_spiffe with invalid endpoint SPIFFE ID", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
 			s.BundleEndpointProfile = spiffe("spiffe://fed.org/a//b")
 		}, wantErr: []string{"spec.bundleEndpointProfile.endpointSPIFFEID: Invalid value"}},
-		{name: "bundle that is not JSON", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.TrustDomainBundle = "-----BEGIN CERTIFICATE-----" },
+		{name: "bundle that is not JSON", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
+			s.TrustDomainBundle = "-----BEGIN CERTIFICATE-----"
+		},
 			wantErr: []string{"spec.trustDomainBundle: Invalid value"}},
 		{name: "bundle without keys", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.TrustDomainBundle = `{"spiffe_sequence": 1}` },
 			wantErr: []string{"spec.trustDomainBundle", "no authorities"}},

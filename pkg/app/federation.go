@@ -1,0 +1,51 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+
+	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
+)
+
+// federationControllerName lets Descriptors register the federation controller without
+// importing its package.
+const federationControllerName = federation.ControllerName
+
+// federationController adapts the federation controller to the Controller interface.
+type federationController struct {
+	*federation.Controller
+}
+
+func (federationController) Name() string { return federation.ControllerName }
+
+func newFederationController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	cfg := cc.Config
+	c, err := federation.NewController(ctx,
+		cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains(),
+		cc.KubeClient,
+		cc.SPIRE,
+		federation.Options{
+			TrustDomain:    cfg.TrustDomain,
+			ClassMatches:   cfg.ClassMatches,
+			ResyncInterval: cfg.GCInterval,
+		})
+	if err != nil {
+		return nil, err
+	}
+	return federationController{c}, nil
+}
