@@ -41,13 +41,15 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		cc.SpireAPIClient,
 		cc.SPIRE,
 		entry.Options{
-			TrustDomain:      cfg.TrustDomain,
-			ClusterName:      cfg.ClusterName,
-			ClusterDomain:    cfg.ClusterDomain,
-			ParentIDTemplate: cfg.ParentIDTemplate,
-			IgnoreNamespace:  cfg.IsNamespaceIgnored,
-			ClassMatches:     cfg.ClassMatches,
-			ResyncInterval:   cfg.GCInterval,
+			TrustDomain:          cfg.TrustDomain,
+			ClusterName:          cfg.ClusterName,
+			ClusterDomain:        cfg.ClusterDomain,
+			ParentIDTemplate:     cfg.ParentIDTemplate,
+			IgnoreNamespace:      cfg.IsNamespaceIgnored,
+			ClassMatches:         cfg.ClassMatches,
+			ResyncInterval:       cfg.GCInterval,
+			EntryIDPrefix:        cfg.EntryIDPrefix,
+			EntryIDPrefixCleanup: cfg.EntryIDPrefixCleanup,
 		})
 	if err != nil {
 		return nil, err

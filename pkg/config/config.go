@@ -82,6 +82,11 @@ type Config struct {
 
 	LeaderElection LeaderElection
 
+	// EntryIDPrefix and EntryIDPrefixCleanup share a SPIRE server between owners; see the
+	// entry controller's Options.
+	EntryIDPrefix        string
+	EntryIDPrefixCleanup *string
+
 	ignoreNamespaces []*regexp.Regexp
 }
 

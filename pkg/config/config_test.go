@@ -200,7 +200,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"config map lock", minimal + "leaderElection:\n  resourceLock: configmaps\n", "leaderElection.resourceLock"},
 		{"renew after lease", minimal + "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n", "leaderElection.renewDeadline"},
 		{"bad retry period", minimal + "leaderElection:\n  retryPeriod: often\n", "leaderElection.retryPeriod"},
-		{"unsupported prefix", minimal + "entryIDPrefix: a\n", "entryIDPrefix"},
+		{"prefix with a dot", minimal + "entryIDPrefix: a.b\n", "entryIDPrefix"},
+		{"cleanup equal to prefix", minimal + "entryIDPrefix: a\nentryIDPrefixCleanup: a\n", "entryIDPrefixCleanup"},
+		{"cleanup of unprefixed without prefix", minimal + "entryIDPrefixCleanup: \"\"\n", "entryIDPrefixCleanup"},
+		{"unsupported static manifests", minimal + "staticManifestPath: /m\n", "staticManifestPath"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},
 	} {

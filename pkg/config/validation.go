@@ -104,6 +104,7 @@ func (f *File) Validate() (*Config, error) {
 		cfg.GCInterval = f.GCInterval.Duration
 	}
 
+	errs = append(errs, f.validatePrefixes(cfg)...)
 	errs = append(errs, f.validateServing(cfg)...)
 	errs = append(errs, f.validateLeaderElection(cfg)...)
 	errs = append(errs, f.unsupported()...)
@@ -111,6 +112,32 @@ func (f *File) Validate() (*Config, error) {
 		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
 	}
 	return cfg, nil
+}
+
+// entryIDPrefixPattern is what an entry ID prefix may be: SPIRE accepts these characters in
+// entry IDs, and the dot is the separator the prefix is followed by.
+var entryIDPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// validatePrefixes applies entryIDPrefix and entryIDPrefixCleanup.
+func (f *File) validatePrefixes(cfg *Config) field.ErrorList {
+	var errs field.ErrorList
+	cfg.EntryIDPrefix = f.EntryIDPrefix
+	if f.EntryIDPrefix != "" && !entryIDPrefixPattern.MatchString(f.EntryIDPrefix) {
+		errs = append(errs, field.Invalid(field.NewPath("entryIDPrefix"), f.EntryIDPrefix,
+			"must be 1 to 64 letters, digits, '-' or '_'"))
+	}
+	if f.EntryIDPrefixCleanup != nil {
+		cleanup := *f.EntryIDPrefixCleanup
+		path := field.NewPath("entryIDPrefixCleanup")
+		switch {
+		case cleanup == f.EntryIDPrefix:
+			errs = append(errs, field.Invalid(path, cleanup, "must differ from entryIDPrefix: it deletes the entries it names"))
+		case cleanup != "" && !entryIDPrefixPattern.MatchString(cleanup):
+			errs = append(errs, field.Invalid(path, cleanup, "must be \"\" or 1 to 64 letters, digits, '-' or '_'"))
+		}
+		cfg.EntryIDPrefixCleanup = &cleanup
+	}
+	return errs
 }
 
 // validateServing applies the metrics and health settings.
@@ -209,8 +236,6 @@ func (f *File) unsupported() field.ErrorList {
 			errs = append(errs, field.Forbidden(field.NewPath(path), notSupported))
 		}
 	}
-	reject(f.EntryIDPrefix != "", "entryIDPrefix")
-	reject(f.EntryIDPrefixCleanup != nil, "entryIDPrefixCleanup")
 	reject(f.Reconcile != nil, "reconcile")
 	reject(f.StaticManifestPath != nil, "staticManifestPath")
 	reject(f.ExpandEnvStaticManifests, "expandEnvStaticManifests")

@@ -85,6 +85,12 @@ type Options struct {
 	ClassMatches func(className string) bool
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
+	// EntryIDPrefix, when set, names the entries this controller owns: "<prefix>.<unique>".
+	// Other entries are invisible to it.
+	EntryIDPrefix string
+	// EntryIDPrefixCleanup, when set, names entries to delete at each full resync: those of
+	// that prefix, or for "" those whose ID has no dot.
+	EntryIDPrefixCleanup *string
 }
 
 // Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and
@@ -97,10 +103,11 @@ type Options struct {
 // against a fresh list; it is the only path that removes entries of pods the controller never
 // saw, and the one that repairs changes made behind its back.
 type Controller struct {
-	opts     Options
-	renderer *renderer
-	spire    spire.EntryClient
-	spireAPI spireclientset.Interface
+	opts      Options
+	renderer  *renderer
+	ownership ownership
+	spire     spire.EntryClient
+	spireAPI  spireclientset.Interface
 
 	podLister       corelisters.PodLister
 	podIndexer      cache.Indexer
@@ -165,10 +172,11 @@ func NewController(
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
-		opts:     opts,
-		renderer: r,
-		spire:    spireClient,
-		spireAPI: spireAPI,
+		opts:      opts,
+		renderer:  r,
+		ownership: ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup},
+		spire:     spireClient,
+		spireAPI:  spireAPI,
 
 		podLister:       podInformer.Lister(),
 		podIndexer:      podInformer.Informer().GetIndexer(),

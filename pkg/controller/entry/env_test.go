@@ -80,7 +80,7 @@ func (e *itEnv) name(s string) string { return e.prefix + "-" + s }
 
 // configYAML is the test's config file; extra lines are appended. The resync interval is an
 // hour unless extra sets one, so that tests prove the event path alone.
-func (e *itEnv) configYAML(extra string) string {
+func (e *itEnv) configYAML(class, extra string) string {
 	if !strings.Contains(extra, "gcInterval:") {
 		extra += "gcInterval: 1h\n"
 	}
@@ -90,7 +90,7 @@ trustDomain: example.org
 clusterName: it
 className: %s
 spireServerSocketPath: %s
-%s`, e.prefix, e.spire.SocketPath(), extra)
+%s`, class, e.spire.SocketPath(), extra)
 }
 
 // countingClient counts the SPIRE calls the controller makes.
@@ -130,7 +130,13 @@ type runningController struct {
 // called (or the test ends), and waits until they are ready.
 func (e *itEnv) startController(extraConfig string) *runningController {
 	e.t.Helper()
-	cfg, err := config.Parse([]byte(e.configYAML(extraConfig)))
+	return e.startControllerOfClass(e.prefix, extraConfig)
+}
+
+// startControllerOfClass runs a controller that handles the resources of another class.
+func (e *itEnv) startControllerOfClass(class, extraConfig string) *runningController {
+	e.t.Helper()
+	cfg, err := config.Parse([]byte(e.configYAML(class, extraConfig)))
 	if err != nil {
 		e.t.Fatalf("config: %v", err)
 	}
@@ -276,7 +282,9 @@ func (e *itEnv) pod(ns, name, node string, labels map[string]string) *corev1.Pod
 // identity creates a ClusterSPIFFEID of the test's class.
 func (e *itEnv) identity(name string, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
 	e.t.Helper()
-	spec.ClassName = e.prefix
+	if spec.ClassName == "" {
+		spec.ClassName = e.prefix
+	}
 	csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(e.ctx, &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: e.name(name)}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {

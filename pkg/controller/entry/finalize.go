@@ -32,7 +32,7 @@ import (
 // cache equal to what SPIRE answered. It returns the write failures by entry key; the error
 // aggregates every failure so the key is retried.
 func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
-	w := &planWriter{cache: c.entries, client: c.spire, failures: map[entryKey]error{}}
+	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, failures: map[entryKey]error{}}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
 	w.delete(ctx, p.toDelete)
@@ -45,10 +45,11 @@ func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, 
 
 // planWriter collects the results of one plan's writes.
 type planWriter struct {
-	cache    *entryCache
-	client   spire.EntryClient
-	failures map[entryKey]error
-	errs     []error
+	cache     *entryCache
+	client    spire.EntryClient
+	ownership ownership
+	failures  map[entryKey]error
+	errs      []error
 }
 
 func (w *planWriter) fail(key entryKey, err error) {
@@ -65,6 +66,10 @@ func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
 	entries := make([]*spiretypes.Entry, len(ds))
 	for i, d := range ds {
 		entries[i] = d.entry
+		if id := w.ownership.newID(); id != "" {
+			entries[i] = cloneEntry(d.entry)
+			entries[i].Id = id
+		}
 	}
 	results, err := w.client.CreateEntries(ctx, entries)
 	for i, d := range ds {
@@ -76,6 +81,11 @@ func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
 		switch {
 		case r.Err == nil:
 			w.cache.put(r.Entry)
+		case spire.IsAlreadyExists(r.Err) && r.Entry != nil && !w.ownership.owns(r.Entry):
+			// Another owner (another prefix, or an operator) holds the same entry; SPIRE allows
+			// one, so this declaration cannot be written. It is reported, never taken over.
+			w.fail(d.key, fmt.Errorf("creating entry %s: SPIRE already holds it as %s, which this controller does not own",
+				spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil:
 			// SPIRE holds this entry but the cache did not: adopt it, and sync the key again
 			// so that its fields are compared with what is declared.

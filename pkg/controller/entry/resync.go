@@ -95,9 +95,13 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 		return fmt.Errorf("listing SPIRE entries: %w", err)
 	}
 	owned := make([]*spiretypes.Entry, 0, len(all))
+	var leftovers []*spiretypes.Entry
 	for _, e := range all {
-		if c.owns(e) {
+		switch {
+		case c.ownership.owns(e):
 			owned = append(owned, e)
+		case c.ownership.deleteOnly(e):
+			leftovers = append(leftovers, e)
 		}
 	}
 	c.entries.replace(owned)
@@ -128,6 +132,7 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 	c.staticKeys.reset(statics)
 
 	p := reconcile(declared, owned)
+	p.toDelete = append(p.toDelete, leftovers...)
 	failures, writeErr := c.finalize(ctx, p)
 	recordPlanOutcomes(outcomes, p, failures)
 	for _, name := range c.outcomes.replaceAll(outcomes) {
@@ -153,10 +158,4 @@ func (c *Controller) enqueueAllStatics() {
 	for _, cse := range all {
 		c.staticQueue.Add(cse.Name)
 	}
-}
-
-// owns reports whether an entry is the controller's to diff and delete. Join-token agent
-// entries are made by the operator, not declared by any resource, and are left alone.
-func (c *Controller) owns(e *spiretypes.Entry) bool {
-	return !isJoinTokenEntry(e)
 }
