@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -91,6 +92,17 @@ func run(ctx context.Context, opts options) error {
 		return err
 	}
 	opts.override(cfg)
+	if cfg.ClusterDomain == "" {
+		detectCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		domain, err := app.DetectClusterDomain(detectCtx)
+		cancel()
+		if err != nil {
+			logger.Info("Warning: clusterDomain is not set and could not be detected; DNS names that need it are left out", "err", err)
+		} else {
+			cfg.ClusterDomain = domain
+			logger.Info("Detected cluster domain", "clusterDomain", domain)
+		}
+	}
 
 	// With neither flag set this falls back to the in-cluster config.
 	restConfig, err := clientcmd.BuildConfigFromFlags(opts.master, opts.kubeconfig)

@@ -32,6 +32,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -115,6 +116,7 @@ type Controller struct {
 	nodeLister      corelisters.NodeLister
 	csidLister      spirelisters.ClusterSPIFFEIDLister
 	staticLister    spirelisters.ClusterStaticEntryLister
+	sliceIndexer    cache.Indexer
 	cachesSynced    []cache.InformerSynced
 
 	// podQueue holds pod UIDs to sync; identityQueue holds ClusterSPIFFEID names whose
@@ -148,6 +150,7 @@ func NewController(
 	podInformer coreinformers.PodInformer,
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
+	sliceInformer discoveryinformers.EndpointSliceInformer,
 	csidInformer spireinformers.ClusterSPIFFEIDInformer,
 	staticInformer spireinformers.ClusterStaticEntryInformer,
 	kubeClient clientset.Interface,
@@ -184,7 +187,9 @@ func NewController(
 		nodeLister:      nodeInformer.Lister(),
 		csidLister:      csidInformer.Lister(),
 		staticLister:    staticInformer.Lister(),
+		sliceIndexer:    sliceInformer.Informer().GetIndexer(),
 		cachesSynced: []cache.InformerSynced{
+			sliceInformer.Informer().HasSynced,
 			podInformer.Informer().HasSynced,
 			namespaceInformer.Informer().HasSynced,
 			nodeInformer.Informer().HasSynced,
@@ -215,7 +220,10 @@ func NewController(
 	}); err != nil {
 		return nil, fmt.Errorf("adding pod indexes: %w", err)
 	}
-	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, csidInformer, staticInformer); err != nil {
+	if err := sliceInformer.Informer().AddIndexers(cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
+		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+	}
+	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer, staticInformer); err != nil {
 		return nil, err
 	}
 	return c, nil

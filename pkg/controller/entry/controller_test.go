@@ -77,6 +77,7 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
 	env.controller, err = NewController(ctx,
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
+		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
 		nil, env.spireAPI, client,
 		Options{

@@ -19,11 +19,14 @@ package entry
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -39,6 +42,7 @@ func (c *Controller) addEventHandlers(
 	podInformer coreinformers.PodInformer,
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
+	sliceInformer discoveryinformers.EndpointSliceInformer,
 	csidInformer spireinformers.ClusterSPIFFEIDInformer,
 	staticInformer spireinformers.ClusterStaticEntryInformer,
 ) error {
@@ -60,6 +64,11 @@ func (c *Controller) addEventHandlers(
 			AddFunc:    func(obj any) { c.enqueuePodsOn(logger, obj) },
 			UpdateFunc: c.onNodeUpdate(logger),
 			DeleteFunc: func(obj any) { c.enqueuePodsOn(logger, obj) },
+		}},
+		{sliceInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueSlicePods(obj) },
+			UpdateFunc: c.onSliceUpdate,
+			DeleteFunc: func(obj any) { c.enqueueSlicePods(obj) },
 		}},
 		{csidInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.enqueueIdentity(obj) },
@@ -220,4 +229,29 @@ func (c *Controller) onStaticUpdate(oldObj, newObj any) {
 	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
 		c.enqueueStatic(newCSE)
 	}
+}
+
+// enqueueSlicePods resyncs the pods a slice targets: their service DNS names may change.
+func (c *Controller) enqueueSlicePods(obj any) {
+	slice, ok := unwrap[*discoveryv1.EndpointSlice](obj)
+	if !ok {
+		return
+	}
+	for _, key := range slicePods(slice) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		if pod, err := c.podLister.Pods(ns).Get(name); err == nil {
+			c.podQueue.Add(pod.UID)
+		}
+	}
+}
+
+// onSliceUpdate resyncs only when the pods a slice targets or its Service changed; endpoint
+// readiness flips, the most frequent update, change no DNS name.
+func (c *Controller) onSliceUpdate(oldObj, newObj any) {
+	oldSlice, newSlice := oldObj.(*discoveryv1.EndpointSlice), newObj.(*discoveryv1.EndpointSlice)
+	if serviceOf(oldSlice) == serviceOf(newSlice) && slices.Equal(slicePods(oldSlice), slicePods(newSlice)) {
+		return
+	}
+	c.enqueueSlicePods(oldSlice)
+	c.enqueueSlicePods(newSlice)
 }

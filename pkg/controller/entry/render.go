@@ -44,7 +44,10 @@ func newRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, p
 
 // renderPodEntry renders id's entry for a pod on node. The entry carries the pod's UID as its
 // first selector; SPIFFE and parent IDs outside the trust domain are errors, never entries.
-func (r *renderer) renderPodEntry(id *podIdentity, pod *corev1.Pod, node *corev1.Node) (*spiretypes.Entry, error) {
+//
+// services are the Services targeting the pod; with autoPopulateDNSNames their DNS names follow
+// the templated ones.
+func (r *renderer) renderPodEntry(id *podIdentity, pod *corev1.Pod, node *corev1.Node, services []string) (*spiretypes.Entry, error) {
 	if id.err != nil {
 		return nil, id.err
 	}
@@ -90,6 +93,9 @@ func (r *renderer) renderPodEntry(id *podIdentity, pod *corev1.Pod, node *corev1
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
 		dnsNames = append(dnsNames, name)
+	}
+	if id.spec.AutoPopulateDNSNames {
+		dnsNames = append(dnsNames, serviceDNSNames(services, pod.Namespace, r.clusterDomain)...)
 	}
 
 	return &spiretypes.Entry{

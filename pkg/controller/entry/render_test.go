@@ -68,7 +68,7 @@ func TestRenderPodEntry(t *testing.T) {
 		Admin:                     true,
 		Hint:                      "web",
 	})
-	e, err := r.renderPodEntry(id, testPod(), testNode())
+	e, err := r.renderPodEntry(id, testPod(), testNode(), nil)
 	if err != nil {
 		t.Fatalf("renderPodEntry: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestRenderFailures(t *testing.T) {
 				parentID = config.DefaultParentIDTemplate
 			}
 			r := newTestRenderer(t, parentID)
-			e, err := r.renderPodEntry(testIdentity(tc.spec), testPod(), testNode())
+			e, err := r.renderPodEntry(testIdentity(tc.spec), testPod(), testNode(), nil)
 			if err == nil {
 				t.Fatalf("rendered %v, want an error", e)
 			}
@@ -210,5 +210,35 @@ func TestRenderStaticEntryRejects(t *testing.T) {
 				t.Errorf("error = %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestAutoPopulateDNSNames(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, AutoPopulateDNSNames: true,
+		DNSNameTemplates: []string{"web.example.com", "web.production"}})
+	e, err := r.renderPodEntry(id, testPod(), testNode(), []string{"web", "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "web.example.com web.production api api.production api.production.svc api.production.svc.cluster.local " +
+		"web web.production.svc web.production.svc.cluster.local"
+	if got := strings.Join(e.DnsNames, " "); got != want {
+		t.Errorf("DNS names = %s\nwant        %s (templated first, then sorted service names, no repeats)", got, want)
+	}
+	noDomain, err := newRenderer(r.trustDomain, "demo", "", config.DefaultParentIDTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err = noDomain.renderPodEntry(id, testPod(), testNode(), []string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.DnsNames, " "); got != "web.example.com web.production web web.production.svc" {
+		t.Errorf("without a cluster domain: %s", got)
+	}
+	off := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate})
+	if e, _ := r.renderPodEntry(off, testPod(), testNode(), []string{"web"}); len(e.DnsNames) != 0 {
+		t.Errorf("autoPopulateDNSNames off still added %v", e.DnsNames)
 	}
 }

@@ -112,10 +112,17 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities
 		return nil, nil
 	}
 
+	applicable := applicableIdentities(identities, ns, pod)
+	var services []string
+	if slices.ContainsFunc(applicable, func(id *podIdentity) bool { return id.spec.AutoPopulateDNSNames }) {
+		if services, err = servicesOfPod(c.sliceIndexer, pod.Namespace, pod.Name); err != nil {
+			logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
+		}
+	}
 	var declared []*declaredEntry
 	outs := podOutcomes{}
-	for _, id := range applicableIdentities(identities, ns, pod) {
-		e, err := c.renderer.renderPodEntry(id, pod, node)
+	for _, id := range applicable {
+		e, err := c.renderer.renderPodEntry(id, pod, node, services)
 		if err != nil {
 			outs[id.name] = outcomeRenderFailure
 			metrics.RenderFailures.WithLabelValues(kindClusterSPIFFEID).Inc()
