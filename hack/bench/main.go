@@ -1,0 +1,261 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command bench measures spire-registrar against real components: etcd, kube-apiserver and
+// spire-server started on loopback by pkg/testing/realcluster, with the entry controller
+// running in-process through pkg/app and writing through spire.BatchingClient.
+//
+// For each N it measures SPIRE's own write ceiling (a tight client creating and deleting N
+// entries in batches of 500), then the time from the first of N pod creates until SPIRE holds
+// an entry for every pod, on a fresh SPIRE server. At the largest N it also measures the
+// latency of single pod events in steady state and what the controller costs at rest. It
+// prints one markdown table and writes it, and a CSV, under -out.
+//
+//	go run ./hack/bench [-n 1000,5000] [-steady 200] [-idle 60s] [-out results/]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// options are the command line flags.
+type options struct {
+	sizes       []int
+	steady      int
+	idle        time.Duration
+	out         string
+	workers     int
+	batching    spire.BatchingOptions
+	concurrency int
+	timeout     time.Duration
+	cpuProfile  string
+}
+
+func main() {
+	klog.InitFlags(nil)
+	var o options
+	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server")
+	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time at the largest N to measure event latency; 0 skips")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window at the largest N over which SPIRE's ListEntries count and process CPU are measured; 0 skips")
+	flag.StringVar(&o.out, "out", "results", "directory the markdown table and CSV are written to")
+	flag.IntVar(&o.workers, "workers", 10, "controller workers (spire-registrar's --workers; 10 is its default)")
+	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "BatchingOptions.MaxBatch of the controller's SPIRE client")
+	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "BatchingOptions.Linger of the controller's SPIRE client")
+	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent pod create calls")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each wait for convergence")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the largest N's convergence to this file")
+	flag.Parse()
+
+	var err error
+	if o.sizes, err = parseSizes(*sizes); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -n: %v\n", err)
+		os.Exit(2)
+	}
+	if o.workers < 1 || o.concurrency < 1 || o.steady < 0 || o.idle < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -workers and -concurrency must be positive, -steady and -idle not negative")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runBench(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// logf prints progress to stderr; stdout carries only the table.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+}
+
+func runBench(ctx context.Context, o options) error {
+	started := time.Now()
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("create output directory: %w", err)
+	}
+	logf("starting etcd and kube-apiserver")
+	cl, err := startCluster(ctx, logf)
+	if err != nil {
+		return err
+	}
+	defer cl.stop()
+
+	largest := slices.Max(o.sizes)
+	var results []result
+	for _, n := range o.sizes {
+		res, err := benchN(ctx, cl, n, o, n == largest)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		results = append(results, res)
+	}
+
+	table := markdown(results, o, started)
+	fmt.Print(table)
+	csvData, err := csvReport(results)
+	if err != nil {
+		return fmt.Errorf("render CSV: %w", err)
+	}
+	base := filepath.Join(o.out, "bench-"+started.Format("20060102-150405"))
+	if err := os.WriteFile(base+".md", []byte(table), 0o644); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if err := os.WriteFile(base+".csv", csvData, 0o644); err != nil {
+		return fmt.Errorf("write CSV: %w", err)
+	}
+	logf("wrote %s.md and %s.csv", base, base)
+	return nil
+}
+
+// benchN measures one N. The largest N also gets the steady-state and idle measurements.
+func benchN(ctx context.Context, cl *cluster, n int, o options, largest bool) (result, error) {
+	res := result{n: n}
+	logf("N=%d: SPIRE raw create and delete of %d entries", n, n)
+	var err error
+	if res.raw, err = rawThroughput(ctx, n, nil); err != nil {
+		return res, err
+	}
+	logf("N=%d: raw create %v, delete %v", n, res.raw.create.Round(time.Millisecond), res.raw.delete.Round(time.Millisecond))
+
+	name := fmt.Sprintf("bench-%d", n)
+	r, err := cl.startRun(ctx, name, n, o.workers, o.batching)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		logf("N=%d: stopping the controller and SPIRE, deleting pods", n)
+		r.stop(context.WithoutCancel(ctx))
+	}()
+
+	if largest && o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return res, fmt.Errorf("create CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, fmt.Errorf("start CPU profile: %w", err)
+		}
+		// Stopped at convergence; this covers the error paths (stopping twice is a no-op).
+		defer pprof.StopCPUProfile()
+	}
+	before := takeMemSnapshot()
+	cpuBefore := sampleCPU(r.spire.Dir(), cl.kube.Dir())
+	logf("N=%d: creating %d pods on %d nodes", n, n, len(r.nodes))
+	first, last, err := r.createPods(ctx, "pod", n, o.concurrency)
+	if err != nil {
+		return res, err
+	}
+	res.podsCreated = last.Sub(first)
+	logf("N=%d: pods created in %v; waiting for entries", n, res.podsCreated.Round(time.Millisecond))
+	converged, err := r.waitForCount(ctx, n, first, o.timeout)
+	if err != nil {
+		return res, err
+	}
+	res.converged = converged.Sub(first)
+	res.convergeCPU = sampleCPU(r.spire.Dir(), cl.kube.Dir()).sub(cpuBefore)
+	res.writes = r.batching.Stats()
+	if largest && o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	after := takeMemSnapshot()
+	res.peakRSS = peakRSS()
+	res.rssPerPod = perPod(before.rss, after.rss, n)
+	res.heapPerPod = perPod(before.heapInuse, after.heapInuse, n)
+	logf("N=%d: converged in %v (%d write calls in %d RPCs)", n, res.converged.Round(time.Millisecond), res.writes.Calls, res.writes.Batches)
+	if err := r.verify(ctx); err != nil {
+		return res, fmt.Errorf("after convergence: %w", err)
+	}
+
+	if !largest {
+		return res, nil
+	}
+	if o.steady > 0 {
+		logf("N=%d: steady state, %d pods one at a time", n, o.steady)
+		res.steady = make([]time.Duration, 0, o.steady)
+		for i := range o.steady {
+			d, err := r.podLatency(ctx, fmt.Sprintf("steady-%04d", i), 30*time.Second)
+			if err != nil {
+				return res, err
+			}
+			res.steady = append(res.steady, d)
+		}
+	}
+	if o.idle > 0 {
+		// Let delayed work (status updates are batched for a second) finish first.
+		if err := sleep(ctx, 3*time.Second); err != nil {
+			return res, err
+		}
+		logf("N=%d: idle window of %v", n, o.idle)
+		listsBefore, err := scrapeCounter(ctx, r.spire.MetricsURL(), listEntriesMetric)
+		if err != nil {
+			return res, err
+		}
+		cpuBefore := sampleCPU(r.spire.Dir(), cl.kube.Dir())
+		start := time.Now()
+		if err := sleep(ctx, o.idle); err != nil {
+			return res, err
+		}
+		listsAfter, err := scrapeCounter(ctx, r.spire.MetricsURL(), listEntriesMetric)
+		if err != nil {
+			return res, err
+		}
+		res.idleCPU = sampleCPU(r.spire.Dir(), cl.kube.Dir()).sub(cpuBefore)
+		res.idle = time.Since(start)
+		res.idleLists = listsAfter - listsBefore
+	}
+	return res, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
