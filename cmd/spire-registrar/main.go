@@ -45,6 +45,7 @@ type options struct {
 	master     string
 	configFile string
 	workers    int
+	dryRun     bool
 
 	// These override the config file's fields of the same meaning when set.
 	metricsBindAddress      string
@@ -62,6 +63,7 @@ func main() {
 	flag.StringVar(&opts.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
 	flag.StringVar(&opts.configFile, "config", "", "Path to the config file (spire-controller-manager's ControllerManagerConfig format). Required.")
 	flag.IntVar(&opts.workers, "workers", 10, "Number of pods synced concurrently.")
+	flag.BoolVar(&opts.dryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing to SPIRE.")
 	flag.StringVar(&opts.metricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
 	flag.StringVar(&opts.healthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
 	flag.BoolVar(&opts.leaderElect, "leader-elect", false, "Run only while holding a Lease, so one of several replicas writes. Overrides leaderElection.leaderElect.")
@@ -143,6 +145,16 @@ func run(ctx context.Context, opts options) error {
 	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
 		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.workers,
 		"leaderElection", cfg.LeaderElection.Enabled)
+	// Metrics count the RPCs SPIRE serves; concurrent workers' entry writes share them.
+	var api spire.API = metrics.InstrumentSPIRE(spireClient)
+	if opts.dryRun {
+		logger.Info("Dry run: SPIRE is read, never written; planned changes are logged")
+		api = spire.DryRun(api)
+	} else {
+		batched := spire.NewBatchedAPI(api, spire.BatchingOptions{})
+		defer batched.Close()
+		api = batched
+	}
 	runControllers := func(ctx context.Context) error {
 		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
 		kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
@@ -152,7 +164,8 @@ func run(ctx context.Context, opts options) error {
 			SpireAPIClient: spireAPIClient,
 			KubeInformers:  kubeInformers,
 			SpireInformers: spireInformers,
-			SPIRE:          metrics.InstrumentSPIRE(spireClient),
+			SPIRE:          api,
+			DryRun:         opts.dryRun,
 		}, opts.workers, health)
 	}
 	if !cfg.LeaderElection.Enabled {

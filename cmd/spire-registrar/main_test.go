@@ -177,3 +177,77 @@ func TestBinaryAgainstRealComponents(t *testing.T) {
 		t.Errorf("no clean shutdown in the log")
 	}
 }
+
+// TestDryRunWritesNothing runs the binary with --dry-run on a SPIRE server that already holds
+// an entry nobody declares, with a pod that needs one: both changes are logged with their
+// reasons, and SPIRE is left exactly as it was.
+func TestDryRunWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real kube-apiserver and spire-server")
+	}
+	bin := buildBinary(t)
+	kube := realcluster.NewKube(t, realcluster.KubeOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, err := realcluster.CRDsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), dir); err != nil {
+		t.Fatal(err)
+	}
+	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
+	orphan, err := spire.CreateEntryCLI(ctx, realcluster.EntrySpec{
+		SPIFFEID: "spiffe://example.org/legacy", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kube.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := realcluster.CreateNode(ctx, client, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := realcluster.CreatePod(ctx, client, "default", "web", node.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "all"},
+		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/pod/{{ .PodMeta.Name }}"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	config := writeFile(t, "trustDomain: example.org\nclusterName: it\nspireServerSocketPath: "+spire.SocketPath()+"\n")
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "--dry-run")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(logs.String(), "Dry run: would create entry") && strings.Contains(logs.String(), "Dry run: would delete entry"), nil
+	})
+	if err != nil {
+		t.Fatalf("no dry-run plan logged:\n%s", logs.String())
+	}
+	for _, want := range []string{"spiffe://example.org/pod/web", "declared by ClusterSPIFFEID all", orphan.ID, "declared by no resource"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("dry-run log lacks %q", want)
+		}
+	}
+	entries, err := spire.EntryShow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].ID != orphan.ID || entries[0].RevisionNumber != orphan.RevisionNumber {
+		t.Errorf("SPIRE changed in a dry run: %+v", entries)
+	}
+}

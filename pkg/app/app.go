@@ -49,6 +49,8 @@ type ControllerContext struct {
 	SpireInformers spireinformers.SharedInformerFactory
 	// SPIRE is the SPIRE server's admin API.
 	SPIRE spire.API
+	// DryRun computes and logs every change without writing to SPIRE.
+	DryRun bool
 }
 
 // Controller is a constructed controller, ready to run once the informer factories started.

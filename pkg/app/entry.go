@@ -51,6 +51,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 			ResyncInterval:       cfg.GCInterval,
 			EntryIDPrefix:        cfg.EntryIDPrefix,
 			EntryIDPrefixCleanup: cfg.EntryIDPrefixCleanup,
+			DryRun:               cc.DryRun,
 		})
 	if err != nil {
 		return nil, err

@@ -92,6 +92,9 @@ type Options struct {
 	// EntryIDPrefixCleanup, when set, names entries to delete at each full resync: those of
 	// that prefix, or for "" those whose ID has no dot.
 	EntryIDPrefixCleanup *string
+	// DryRun logs every planned change at the default level. The SPIRE client given to the
+	// controller is expected to be spire.DryRun, which writes nothing.
+	DryRun bool
 }
 
 // Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and

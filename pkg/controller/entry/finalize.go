@@ -32,6 +32,7 @@ import (
 // cache equal to what SPIRE answered. It returns the write failures by entry key; the error
 // aggregates every failure so the key is retried.
 func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
+	c.logPlan(ctx, p)
 	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, failures: map[entryKey]error{}}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)

@@ -1,0 +1,84 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"strings"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"k8s.io/klog/v2"
+)
+
+// logPlan logs every change of a plan with the entry and the reason. In a dry run that is the
+// product, logged at the default level; otherwise it is detail for V(3).
+func (c *Controller) logPlan(ctx context.Context, p plan) {
+	logger := klog.FromContext(ctx)
+	verb := func(v string) string { return v }
+	if c.opts.DryRun {
+		verb = func(v string) string { return "Dry run: would " + strings.ToLower(v) }
+	} else {
+		logger = logger.V(3)
+	}
+	if !logger.Enabled() {
+		return
+	}
+	for _, d := range p.toCreate {
+		logger.Info(verb("Create entry"), "entry", describe(d.entry),
+			"reason", "declared by "+d.declarer.kind+" "+d.declarer.name+" and missing from SPIRE")
+	}
+	for _, u := range p.toUpdate {
+		logger.Info(verb("Update entry"), "id", u.current.GetId(), "entry", describe(u.desired.entry),
+			"reason", "declared by "+u.desired.declarer.kind+" "+u.desired.declarer.name+"; out of date: "+maskFields(u.mask))
+	}
+	for _, e := range p.toDelete {
+		logger.Info(verb("Delete entry"), "id", e.GetId(), "entry", describe(e),
+			"reason", "declared by no resource, or a duplicate of a declared entry")
+	}
+	for _, d := range p.masked {
+		logger.V(2).Info("Entry masked", "entry", describe(d.entry), "declarer", d.declarer.kind+" "+d.declarer.name,
+			"reason", "an older resource declares the same entry")
+	}
+}
+
+// describe renders an entry's identity for a log line.
+func describe(e *spiretypes.Entry) string {
+	selectors := make([]string, 0, len(e.GetSelectors()))
+	for _, s := range e.GetSelectors() {
+		selectors = append(selectors, s.GetType()+":"+s.GetValue())
+	}
+	return spiffeIDString(e.GetSpiffeId()) + " parent=" + spiffeIDString(e.GetParentId()) + " selectors=" + strings.Join(selectors, ",")
+}
+
+// maskFields names the fields a mask selects.
+func maskFields(m *spiretypes.EntryMask) string {
+	var names []string
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{m.SpiffeId, "spiffeID"}, {m.ParentId, "parentID"}, {m.Selectors, "selectors"},
+		{m.X509SvidTtl, "x509SVIDTTL"}, {m.JwtSvidTtl, "jwtSVIDTTL"}, {m.FederatesWith, "federatesWith"},
+		{m.Admin, "admin"}, {m.Downstream, "downstream"}, {m.DnsNames, "dnsNames"}, {m.Hint, "hint"},
+		{m.StoreSvid, "storeSVID"},
+	} {
+		if f.set {
+			names = append(names, f.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
