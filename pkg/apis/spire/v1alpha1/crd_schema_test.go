@@ -84,6 +84,12 @@ var enumValues = map[reflect.Type][]string{
 		string(v1alpha1.HTTPSWebProfileType),
 		string(v1alpha1.HTTPSSPIFFEProfileType),
 	},
+	reflect.TypeFor[metav1.LabelSelectorOperator](): {
+		string(metav1.LabelSelectorOpIn),
+		string(metav1.LabelSelectorOpNotIn),
+		string(metav1.LabelSelectorOpExists),
+		string(metav1.LabelSelectorOpDoesNotExist),
+	},
 }
 
 var (
