@@ -18,11 +18,13 @@ package entry_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -275,7 +277,24 @@ func TestBrokenTemplateAffectsOnlyItsOwnPods(t *testing.T) {
 	e.waitForStats(broken.Name, failure)
 	e.waitForStats(good.Name, spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1})
 
-	// The render failure is explained in an Event on the ClusterSPIFFEID.
+	// The failure shows in the Ready condition, with a reason and a message to act on...
+	e.eventually("Ready=False RenderFailed", 30*time.Second, func() (bool, error) {
+		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, escape.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(csid.Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "RenderFailed" && strings.Contains(c.Message, "1 of 1"), nil
+	})
+	e.eventually("Ready=True EntriesSet", 30*time.Second, func() (bool, error) {
+		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, good.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(csid.Status.Conditions, "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "EntriesSet", nil
+	})
+	// ...and each pod's render failure is explained in an Event on the ClusterSPIFFEID.
 	e.eventually("RenderFailed event", 30*time.Second, func() (bool, error) {
 		events, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(e.ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + escape.Name + ",reason=RenderFailed"})

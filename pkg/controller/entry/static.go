@@ -22,12 +22,13 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
@@ -122,14 +123,14 @@ func (c *Controller) syncStatic(ctx context.Context, name string) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for statusName, status := range staticStatuses(p, failures) {
-			if err := c.writeStaticStatus(ctx, statusName, status, nil); err != nil {
+		for statusName, outcome := range staticOutcomes(p, failures) {
+			if err := c.writeStaticStatus(ctx, statusName, outcome); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	if err, ok := invalid[name]; ok {
-		if err := c.writeStaticStatus(ctx, name, spirev1alpha1.ClusterStaticEntryStatus{}, err); err != nil {
+		if err := c.writeStaticStatus(ctx, name, staticOutcome{err: err}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -139,59 +140,91 @@ func (c *Controller) syncStatic(ctx context.Context, name string) error {
 	return nil
 }
 
-// staticStatuses computes the status of every ClusterStaticEntry that takes part in a plan.
-func staticStatuses(p plan, failures map[entryKey]error) map[string]spirev1alpha1.ClusterStaticEntryStatus {
-	out := map[string]spirev1alpha1.ClusterStaticEntryStatus{}
-	set := func(d *declaredEntry, masked bool) {
+// staticOutcome is what became of one ClusterStaticEntry: whether it rendered, lost to an
+// older twin, or is in SPIRE; err says why it did not render or could not be written.
+type staticOutcome struct {
+	rendered, masked, set bool
+	err                   error
+}
+
+// staticOutcomes computes the outcome of every ClusterStaticEntry that takes part in a plan.
+func staticOutcomes(p plan, failures map[entryKey]error) map[string]staticOutcome {
+	out := map[string]staticOutcome{}
+	add := func(d *declaredEntry, masked bool) {
 		if d.declarer.kind != kindClusterStaticEntry {
 			return
 		}
-		out[d.declarer.name] = spirev1alpha1.ClusterStaticEntryStatus{
-			Rendered: true,
-			Masked:   masked,
-			Set:      !masked && failures[d.key] == nil,
+		o := staticOutcome{rendered: true, masked: masked}
+		if !masked {
+			o.err = failures[d.key]
+			o.set = o.err == nil
 		}
+		out[d.declarer.name] = o
 	}
 	for _, d := range p.toCreate {
-		set(d, false)
+		add(d, false)
 	}
 	for _, u := range p.toUpdate {
-		set(u.desired, false)
+		add(u.desired, false)
 	}
 	for _, d := range p.inSync {
-		set(d, false)
+		add(d, false)
 	}
 	for _, d := range p.masked {
-		set(d, true)
+		add(d, true)
 	}
 	return out
 }
 
-// writeStaticStatus writes a ClusterStaticEntry's status when it changed, with an Event when it
-// became invalid or masked. renderErr is why it is invalid, if it is.
-func (c *Controller) writeStaticStatus(ctx context.Context, name string, status spirev1alpha1.ClusterStaticEntryStatus, renderErr error) error {
+// readyCondition is the Ready condition an outcome amounts to.
+func (o staticOutcome) readyCondition(generation int64) metav1.Condition {
+	c := metav1.Condition{Type: conditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	switch {
+	case !o.rendered:
+		c.Reason, c.Message = "InvalidSpec", "The entry is not written: "+truncate(errString(o.err), 1024)
+	case o.masked:
+		c.Reason, c.Message = "Masked", "An older resource declares the same entry (SPIFFE ID, parent ID and selectors); it is the one written"
+	case !o.set:
+		c.Reason, c.Message = "WriteFailed", "SPIRE did not take the entry: "+truncate(errString(o.err), 1024)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "EntrySet", "SPIRE holds the entry as declared"
+	}
+	return c
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
+}
+
+// writeStaticStatus writes a ClusterStaticEntry's status when it changed. An invalid spec or a
+// failed write is also told in a Warning Event at every sync (client-go aggregates repeats);
+// masking, when it starts.
+func (c *Controller) writeStaticStatus(ctx context.Context, name string, o staticOutcome) error {
 	cse, err := c.staticLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("getting ClusterStaticEntry %s: %w", name, err)
 	}
-	// An invalid spec is reported at every sync (client-go aggregates repeats), since its
-	// status alone, all false, does not say why.
-	if renderErr != nil {
-		c.recorder.Eventf(cse, corev1.EventTypeWarning, "InvalidSpec", "Entry not written: %s", truncate(renderErr.Error(), 512))
-	}
-	if cse.Status == status {
-		return nil
-	}
-	if status.Masked {
-		c.recorder.Event(cse, corev1.EventTypeWarning, "Masked", "An older resource declares the same entry (SPIFFE ID, parent ID and selectors); this one is not written")
+	ready := o.readyCondition(cse.Generation)
+	if ready.Reason == "InvalidSpec" || ready.Reason == "WriteFailed" {
+		c.recorder.Event(cse, corev1.EventTypeWarning, ready.Reason, ready.Message)
 	}
 	updated := cse.DeepCopy()
-	updated.Status = status
+	updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
+	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	if apiequality.Semantic.DeepEqual(cse.Status, updated.Status) {
+		return nil
+	}
+	if o.masked && !cse.Status.Masked {
+		c.recorder.Event(cse, corev1.EventTypeWarning, "Masked", ready.Message)
+	}
 	if _, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "status", status)
+	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "ready", ready.Status, "reason", ready.Reason)
 	return nil
 }

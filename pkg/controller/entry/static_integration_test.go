@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -36,11 +37,19 @@ func (e *itEnv) staticEntry(name string, spec spirev1alpha1.ClusterStaticEntrySp
 	return cse
 }
 
-func (e *itEnv) waitForStaticStatus(name string, want spirev1alpha1.ClusterStaticEntryStatus) {
+// waitForStaticStatus waits until a ClusterStaticEntry's status says want and its Ready
+// condition has the given reason.
+func (e *itEnv) waitForStaticStatus(name string, want spirev1alpha1.ClusterStaticEntryStatus, reason string) {
 	e.t.Helper()
 	e.eventually("status of "+name, 30*time.Second, func() (bool, error) {
 		cse, err := e.spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(e.ctx, name, metav1.GetOptions{})
-		return err == nil && cse.Status == want, err
+		if err != nil {
+			return false, err
+		}
+		s := cse.Status
+		ready := meta.FindStatusCondition(s.Conditions, "Ready")
+		return s.Rendered == want.Rendered && s.Masked == want.Masked && s.Set == want.Set &&
+			ready != nil && ready.Reason == reason && ready.ObservedGeneration == cse.Generation, nil
 	})
 }
 
@@ -55,7 +64,7 @@ func TestClusterStaticEntries(t *testing.T) {
 	})
 	e.waitForSPIFFEIDs("spiffe://example.org/db")
 	set := spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Set: true}
-	e.waitForStaticStatus(db.Name, set)
+	e.waitForStaticStatus(db.Name, set, "EntrySet")
 	got := e.oracleBySPIFFEID()["spiffe://example.org/db"]
 	if got.ParentID != "spiffe://example.org/spire/server" || got.X509SVIDTTL != 3600 || got.Hint != "db" || !got.StoreSVID ||
 		len(got.DNSNames) != 1 || selectorStrings(got.Selectors) != "unix:uid:999" {
@@ -66,16 +75,16 @@ func TestClusterStaticEntries(t *testing.T) {
 	twin := e.staticEntry("db-twin", spirev1alpha1.ClusterStaticEntrySpec{
 		SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:999"},
 	})
-	e.waitForStaticStatus(twin.Name, spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Masked: true})
+	e.waitForStaticStatus(twin.Name, spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Masked: true}, "Masked")
 	if en := e.oracleBySPIFFEID()["spiffe://example.org/db"]; en.Hint != "db" || en.ID != got.ID {
 		t.Errorf("the masked twin changed the entry: %+v", en)
 	}
 
-	// An invalid one is reported and harms nothing.
+	// An invalid one (admission cannot know the trust domain) is reported and harms nothing.
 	bad := e.staticEntry("bad", spirev1alpha1.ClusterStaticEntrySpec{
-		SPIFFEID: "spiffe://example.org/bad", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"no-colon"},
+		SPIFFEID: "spiffe://other.org/bad", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:1"},
 	})
-	e.waitForStaticStatus(bad.Name, spirev1alpha1.ClusterStaticEntryStatus{})
+	e.waitForStaticStatus(bad.Name, spirev1alpha1.ClusterStaticEntryStatus{}, "InvalidSpec")
 	e.eventually("InvalidSpec event", 30*time.Second, func() (bool, error) {
 		events, err := e.kube.CoreV1().Events(metav1.NamespaceDefault).List(e.ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + bad.Name + ",reason=InvalidSpec"})
@@ -93,8 +102,8 @@ func TestClusterStaticEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitForSPIFFEIDs("spiffe://example.org/db", "spiffe://example.org/db-v2")
-	e.waitForStaticStatus(twin.Name, set)
-	e.waitForStaticStatus(db.Name, set)
+	e.waitForStaticStatus(twin.Name, set, "EntrySet")
+	e.waitForStaticStatus(db.Name, set, "EntrySet")
 
 	// Deleting resources deletes their entries.
 	for _, name := range []string{db.Name, twin.Name} {

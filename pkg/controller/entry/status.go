@@ -20,7 +20,9 @@ import (
 	"context"
 	"fmt"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -88,21 +90,51 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 	if !c.opts.ClassMatches(csid.Spec.ClassName) {
 		return nil
 	}
+	id := c.identities.get(csid)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
-	if err := c.namespaceStats(c.identities.get(csid), &stats); err != nil {
+	if err := c.namespaceStats(id, &stats); err != nil {
 		return err
 	}
 	c.outcomes.stats(name, &stats)
-	if csid.Status.Stats == stats {
-		return nil
-	}
 	updated := csid.DeepCopy()
 	updated.Status.Stats = stats
+	meta.SetStatusCondition(&updated.Status.Conditions, identityReadyCondition(id, stats, csid.Generation))
+	if apiequality.Semantic.DeepEqual(csid.Status, updated.Status) {
+		return nil
+	}
 	if _, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of ClusterSPIFFEID %s: %w", name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated ClusterSPIFFEID status", "stats", stats)
 	return nil
+}
+
+// conditionReady is the condition type that says whether a resource's entries are in SPIRE.
+const conditionReady = "Ready"
+
+// identityReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with a
+// reason and a message a person can act on.
+func identityReadyCondition(id *podIdentity, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: conditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	switch {
+	case id.err != nil:
+		c.Reason = "InvalidSpec"
+		c.Message = "No entry can be rendered: " + truncate(id.err.Error(), 1024)
+	case stats.PodEntryRenderFailures > 0:
+		c.Reason = "RenderFailed"
+		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
+			stats.PodEntryRenderFailures, stats.PodsSelected)
+	case stats.EntryFailures > 0:
+		c.Reason = "WriteFailed"
+		c.Message = fmt.Sprintf("SPIRE did not take %d of %d entries; they are retried", stats.EntryFailures, stats.EntriesToSet)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, "EntriesSet"
+		c.Message = fmt.Sprintf("SPIRE holds the entries of all %d selected pods", stats.EntriesToSet)
+		if stats.EntriesMasked > 0 {
+			c.Message += fmt.Sprintf("; %d more are masked by older resources declaring the same entries", stats.EntriesMasked)
+		}
+	}
+	return c
 }
 
 // namespaceStats counts the namespaces an identity selects and, of those, the ignored ones.

@@ -52,6 +52,9 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	}
 	p := reconcile(declared, c.entries.forPod(uid))
 	failures, err := c.finalize(ctx, p)
+	if pod != nil {
+		c.reportWriteFailures(pod, declared, failures)
+	}
 	byPod := map[types.UID]podOutcomes{uid: outs}
 	recordPlanOutcomes(byPod, p, failures)
 	c.recordOutcomes(uid, byPod[uid])
@@ -190,6 +193,20 @@ func (c *Controller) reportRenderFailure(id *podIdentity, pod *corev1.Pod, err e
 	}
 	c.recorder.Eventf(csid, corev1.EventTypeWarning, "RenderFailed",
 		"Cannot render entry for pod %s/%s: %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
+}
+
+// reportWriteFailures tells each ClusterSPIFFEID whose entry for the pod SPIRE did not take.
+func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*declaredEntry, failures map[entryKey]error) {
+	for _, d := range declared {
+		err := failures[d.key]
+		if err == nil || d.declarer.kind != kindClusterSPIFFEID {
+			continue
+		}
+		if csid, getErr := c.csidLister.Get(d.declarer.name); getErr == nil {
+			c.recorder.Eventf(csid, corev1.EventTypeWarning, "WriteFailed",
+				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
+		}
+	}
 }
 
 func truncate(s string, n int) string {

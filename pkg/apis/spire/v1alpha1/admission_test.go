@@ -92,7 +92,10 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 		create func(name string) error
 		field  string // "" means the resource must be accepted
 	}{
-		{"valid ClusterSPIFFEID", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("1h"); s.FederatesWith = []string{"spiffe://partner.org", "other.org"} }), ""},
+		{"valid ClusterSPIFFEID", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+			s.TTL = dur("1h")
+			s.FederatesWith = []string{"spiffe://partner.org", "other.org"}
+		}), ""},
 		{"SPIFFE ID template not spiffe://", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "https://x/{{ .PodMeta.Name }}" }), "spec.spiffeIDTemplate"},
 		{"empty SPIFFE ID template", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "" }), "spec.spiffeIDTemplate"},
 		{"negative ttl", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("-1h") }), "spec.ttl"},
@@ -118,7 +121,9 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 		}), ""},
 		{"http bundle URL", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "http://partner.org/bundle" }), "spec.bundleEndpointURL"},
 		{"bundle URL without host", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "https:///bundle" }), "spec.bundleEndpointURL"},
-		{"bundle URL with userinfo", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "https://user:pw@partner.org/bundle" }), "spec.bundleEndpointURL"},
+		{"bundle URL with userinfo", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) {
+			s.BundleEndpointURL = "https://user:pw@partner.org/bundle"
+		}), "spec.bundleEndpointURL"},
 		{"not a URL", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = "partner.org" }), "spec.bundleEndpointURL"},
 		{"bad trust domain", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.TrustDomain = "Partner.Org" }), "spec.trustDomain"},
 		{"unknown profile", cftd(func(s *v1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointProfile.Type = "https_other" }), "spec.bundleEndpointProfile.type"},

@@ -103,6 +103,12 @@ type ClusterSPIFFEIDStatus struct {
 	// Stats counts what the controller found and did for this ClusterSPIFFEID.
 	// +optional
 	Stats ClusterSPIFFEIDStats `json:"stats"`
+
+	// Conditions say whether every selected pod has its entry (Ready), and if not, why.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ClusterSPIFFEIDStats are the reconciliation counters of a ClusterSPIFFEID.

@@ -67,6 +67,12 @@ type ClusterStaticEntryStatus struct {
 	Masked bool `json:"masked"`
 	// Set is true when SPIRE holds the entry as declared.
 	Set bool `json:"set"`
+
+	// Conditions say whether SPIRE holds the entry (Ready), and if not, why.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -84,6 +84,11 @@ var enumValues = map[reflect.Type][]string{
 		string(v1alpha1.HTTPSWebProfileType),
 		string(v1alpha1.HTTPSSPIFFEProfileType),
 	},
+	reflect.TypeFor[metav1.ConditionStatus](): {
+		string(metav1.ConditionTrue),
+		string(metav1.ConditionFalse),
+		string(metav1.ConditionUnknown),
+	},
 	reflect.TypeFor[metav1.LabelSelectorOperator](): {
 		string(metav1.LabelSelectorOpIn),
 		string(metav1.LabelSelectorOpNotIn),
@@ -94,6 +99,7 @@ var enumValues = map[reflect.Type][]string{
 
 var (
 	durationType   = reflect.TypeFor[metav1.Duration]()
+	timeType       = reflect.TypeFor[metav1.Time]()
 	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 	marshalerType  = reflect.TypeFor[json.Marshaler]()
 )
@@ -378,6 +384,14 @@ func compareSchema(t *testing.T, path string, typ reflect.Type, s *apiextensions
 	case durationType:
 		// metav1.Duration marshals to a Go duration string such as "1h30m".
 		expectType("string")
+		noChildren()
+		return
+	case timeType:
+		// metav1.Time marshals to an RFC 3339 string.
+		expectType("string")
+		if s.Format != "date-time" {
+			t.Errorf("%s: metav1.Time wants format date-time, schema has %q", p, s.Format)
+		}
 		noChildren()
 		return
 	case objectMetaType:
