@@ -66,15 +66,27 @@ type Controller interface {
 
 // Descriptor names a controller and says how to construct it.
 type Descriptor struct {
-	Name        string
+	Name string
+	// Enabled reports whether the config asks for the controller.
+	Enabled     func(cfg *config.Config) bool
 	Constructor func(ctx context.Context, cc ControllerContext) (Controller, error)
 }
 
 // Descriptors returns every controller spire-registrar has.
 func Descriptors() []Descriptor {
 	return []Descriptor{
-		{Name: entry.ControllerName, Constructor: newEntryController},
-		{Name: federationControllerName, Constructor: newFederationController},
+		{
+			Name: entry.ControllerName,
+			Enabled: func(cfg *config.Config) bool {
+				return cfg.Reconcile.ClusterSPIFFEIDs || cfg.Reconcile.ClusterStaticEntries
+			},
+			Constructor: newEntryController,
+		},
+		{
+			Name:        federationControllerName,
+			Enabled:     func(cfg *config.Config) bool { return cfg.Reconcile.ClusterFederatedTrustDomains },
+			Constructor: newFederationController,
+		},
 	}
 }
 
@@ -109,6 +121,10 @@ func trimForCache(obj any) (any, error) {
 func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, error) {
 	var controllers []Controller
 	for _, d := range Descriptors() {
+		if !d.Enabled(cc.Config) {
+			klog.FromContext(ctx).Info("Controller disabled by the reconcile setting", "controller", d.Name)
+			continue
+		}
 		c, err := d.Constructor(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), d.Name)), cc)
 		if err != nil {
 			return nil, fmt.Errorf("constructing %s: %w", d.Name, err)

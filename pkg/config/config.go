@@ -87,7 +87,18 @@ type Config struct {
 	EntryIDPrefix        string
 	EntryIDPrefixCleanup *string
 
+	// Reconcile says which kinds are reconciled; all by default.
+	Reconcile Reconcile
+
 	ignoreNamespaces []*regexp.Regexp
+}
+
+// Reconcile selects the kinds the controllers reconcile. The entries and relationships of a
+// kind that is off are left alone, not deleted.
+type Reconcile struct {
+	ClusterSPIFFEIDs             bool
+	ClusterStaticEntries         bool
+	ClusterFederatedTrustDomains bool
 }
 
 // LeaderElection configures leader election on a coordination.k8s.io Lease.

@@ -126,6 +126,23 @@ leaderElection:
 	}
 }
 
+func TestReconcileToggles(t *testing.T) {
+	all, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Reconcile != (Reconcile{ClusterSPIFFEIDs: true, ClusterStaticEntries: true, ClusterFederatedTrustDomains: true}) {
+		t.Errorf("default reconcile = %+v, want every kind", all.Reconcile)
+	}
+	some, err := Parse([]byte(minimal + "reconcile:\n  clusterFederatedTrustDomains: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if some.Reconcile != (Reconcile{ClusterFederatedTrustDomains: true}) {
+		t.Errorf("reconcile = %+v, want only what the block enables", some.Reconcile)
+	}
+}
+
 func TestDurationForms(t *testing.T) {
 	for _, tc := range []struct {
 		value string
@@ -203,6 +220,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"prefix with a dot", minimal + "entryIDPrefix: a.b\n", "entryIDPrefix"},
 		{"cleanup equal to prefix", minimal + "entryIDPrefix: a\nentryIDPrefixCleanup: a\n", "entryIDPrefixCleanup"},
 		{"cleanup of unprefixed without prefix", minimal + "entryIDPrefixCleanup: \"\"\n", "entryIDPrefixCleanup"},
+		{"reconcile nothing", minimal + "reconcile: {}\n", "reconcile"},
 		{"unsupported static manifests", minimal + "staticManifestPath: /m\n", "staticManifestPath"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},

@@ -48,6 +48,7 @@ func (f *File) Validate() (*Config, error) {
 		MetricsBindAddress:     DisabledAddress,
 		HealthProbeBindAddress: DisabledAddress,
 		ReadinessEndpointName:  "readyz",
+		Reconcile:              Reconcile{ClusterSPIFFEIDs: true, ClusterStaticEntries: true, ClusterFederatedTrustDomains: true},
 		LivenessEndpointName:   "healthz",
 	}
 
@@ -104,6 +105,14 @@ func (f *File) Validate() (*Config, error) {
 		cfg.GCInterval = f.GCInterval.Duration
 	}
 
+	if r := f.Reconcile; r != nil {
+		// As in spire-controller-manager: a reconcile block enables exactly the kinds it sets.
+		cfg.Reconcile = Reconcile{ClusterSPIFFEIDs: r.ClusterSPIFFEIDs, ClusterStaticEntries: r.ClusterStaticEntries,
+			ClusterFederatedTrustDomains: r.ClusterFederatedTrustDomains}
+		if cfg.Reconcile == (Reconcile{}) {
+			errs = append(errs, field.Invalid(field.NewPath("reconcile"), "{}", "enables no kind: spire-registrar would do nothing"))
+		}
+	}
 	errs = append(errs, f.validatePrefixes(cfg)...)
 	errs = append(errs, f.validateServing(cfg)...)
 	errs = append(errs, f.validateLeaderElection(cfg)...)
@@ -236,7 +245,6 @@ func (f *File) unsupported() field.ErrorList {
 			errs = append(errs, field.Forbidden(field.NewPath(path), notSupported))
 		}
 	}
-	reject(f.Reconcile != nil, "reconcile")
 	reject(f.StaticManifestPath != nil, "staticManifestPath")
 	reject(f.ExpandEnvStaticManifests, "expandEnvStaticManifests")
 	reject(f.LogLevel != "", "logLevel")

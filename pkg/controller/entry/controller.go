@@ -92,6 +92,11 @@ type Options struct {
 	// EntryIDPrefixCleanup, when set, names entries to delete at each full resync: those of
 	// that prefix, or for "" those whose ID has no dot.
 	EntryIDPrefixCleanup *string
+	// IgnoreClusterSPIFFEIDs and IgnoreClusterStaticEntries turn a kind off: its resources
+	// declare nothing, and the entries it would own (pod entries, and entries of no pod) are
+	// left alone rather than deleted.
+	IgnoreClusterSPIFFEIDs     bool
+	IgnoreClusterStaticEntries bool
 	// DryRun logs every planned change at the default level. The SPIRE client given to the
 	// controller is expected to be spire.DryRun, which writes nothing.
 	DryRun bool
@@ -178,11 +183,12 @@ func NewController(
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
-		opts:      opts,
-		renderer:  r,
-		ownership: ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup},
-		spire:     spireClient,
-		spireAPI:  spireAPI,
+		opts:     opts,
+		renderer: r,
+		ownership: ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
+			skipPodEntries: opts.IgnoreClusterSPIFFEIDs, skipOtherEntries: opts.IgnoreClusterStaticEntries},
+		spire:    spireClient,
+		spireAPI: spireAPI,
 
 		podLister:       podInformer.Lister(),
 		podIndexer:      podInformer.Informer().GetIndexer(),

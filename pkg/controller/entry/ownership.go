@@ -33,12 +33,18 @@ type ownership struct {
 	// "<cleanup>." or, for "", IDs without a dot (SPIRE's own UUIDs). It moves a SPIRE server
 	// from one prefix (or none) to another.
 	cleanup *string
+	// skipPodEntries and skipOtherEntries disown the entries of a kind that is not reconciled:
+	// pod entries (ClusterSPIFFEIDs) and entries of no pod (ClusterStaticEntries).
+	skipPodEntries, skipOtherEntries bool
 }
 
 // owns reports whether an entry is the controller's to diff, update and delete. Join-token
 // agent entries are made by the operator, not declared by any resource, and are never owned.
 func (o ownership) owns(e *spiretypes.Entry) bool {
 	if isJoinTokenEntry(e) {
+		return false
+	}
+	if isPod := podUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
 		return false
 	}
 	return o.prefix == "" || strings.HasPrefix(e.GetId(), o.prefix+".")

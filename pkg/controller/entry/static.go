@@ -64,6 +64,9 @@ func (s *staticKeys) reset(declared []*declaredEntry) {
 // declaredStatics renders every ClusterStaticEntry of this controller's class. Invalid ones
 // are returned with their error and declare nothing.
 func (c *Controller) declaredStatics() ([]*declaredEntry, map[string]error, error) {
+	if c.opts.IgnoreClusterStaticEntries {
+		return nil, nil, nil
+	}
 	all, err := c.staticLister.List(labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing ClusterStaticEntries: %w", err)

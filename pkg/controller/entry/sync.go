@@ -78,6 +78,9 @@ func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
 // activeIdentities returns the compiled ClusterSPIFFEIDs of this controller's class, oldest
 // first.
 func (c *Controller) activeIdentities() ([]*podIdentity, error) {
+	if c.opts.IgnoreClusterSPIFFEIDs {
+		return nil, nil
+	}
 	csids, err := c.csidLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
