@@ -139,6 +139,8 @@ type Controller struct {
 	entries    *entryCache
 	outcomes   *outcomeTracker
 	staticKeys *staticKeys
+	// fieldSupport learns which optional entry fields the server keeps.
+	fieldSupport *fieldSupport
 
 	// resyncLock lets pod syncs run concurrently (read) but never alongside a full resync
 	// (write), which replaces the entry cache under them.
@@ -211,10 +213,11 @@ func NewController(
 		statusQueue:   newQueue[string]("spire_registrar_clusterspiffeid_status"),
 		staticQueue:   newQueue[string]("spire_registrar_clusterstaticentries"),
 
-		identities: newIdentityCache(),
-		entries:    newEntryCache(),
-		outcomes:   newOutcomeTracker(),
-		staticKeys: &staticKeys{keys: map[string]entryKey{}},
+		identities:   newIdentityCache(),
+		entries:      newEntryCache(),
+		outcomes:     newOutcomeTracker(),
+		staticKeys:   &staticKeys{keys: map[string]entryKey{}},
+		fieldSupport: &fieldSupport{},
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),

@@ -290,3 +290,69 @@ func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
 	}
 	t.Fatalf("pod %s present=%v never observed", uid, present)
 }
+
+// oldServer is a SPIRE server of a version that does not keep entry hints: it drops them from
+// everything it answers, as such a server's API would.
+type oldServer struct {
+	spire.API
+}
+
+func dropHints(es []*spiretypes.Entry) {
+	for _, e := range es {
+		if e != nil {
+			e.Hint = ""
+		}
+	}
+}
+
+func (s oldServer) ListEntries(ctx context.Context) ([]*spiretypes.Entry, error) {
+	es, err := s.API.ListEntries(ctx)
+	dropHints(es)
+	return es, err
+}
+
+func (s oldServer) CreateEntries(ctx context.Context, es []*spiretypes.Entry) ([]spire.EntryResult, error) {
+	rs, err := s.API.CreateEntries(ctx, es)
+	for _, r := range rs {
+		dropHints([]*spiretypes.Entry{r.Entry})
+	}
+	return rs, err
+}
+
+func (s oldServer) UpdateEntries(ctx context.Context, es []*spiretypes.Entry, m *spiretypes.EntryMask) ([]spire.EntryResult, error) {
+	rs, err := s.API.UpdateEntries(ctx, es, m)
+	for _, r := range rs {
+		dropHints([]*spiretypes.Entry{r.Entry})
+	}
+	return rs, err
+}
+
+// TestFieldsTheServerDropsCauseNoUpdates: against a server that does not keep hints, the
+// controller learns it from its first write's echo and stops comparing hints, instead of
+// updating the entry at every sync; it writes no probe entry to find out.
+func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	ids := walkThroughIdentities()
+	ids[0].Spec.Hint = "web"
+	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web}, ids...)
+	env.controller.spire = oldServer{API: env.controller.spire.(spire.API)}
+
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.spire.WriteCalls(); n != 1 {
+		t.Fatalf("first resync made %d writes, want exactly the one create", n)
+	}
+	env.spire.ResetCalls()
+	for range 3 {
+		if err := env.controller.fullResync(env.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := env.spire.WriteCalls(); n != 0 {
+		t.Errorf("%d writes after the server was seen to drop hints, want 0", n)
+	}
+}

@@ -26,17 +26,17 @@ import (
 
 // outdatedFields returns the mask of fields in which current differs from desired, or nil
 // when it is up to date. The key fields (SPIFFE ID, parent ID, selectors) are equal by
-// construction and not compared.
-func outdatedFields(current, desired *spiretypes.Entry) *spiretypes.EntryMask {
+// construction and not compared, and neither are fields the server does not keep.
+func outdatedFields(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
 	mask := &spiretypes.EntryMask{
 		X509SvidTtl:   current.GetX509SvidTtl() != desired.GetX509SvidTtl(),
-		JwtSvidTtl:    current.GetJwtSvidTtl() != desired.GetJwtSvidTtl(),
+		JwtSvidTtl:    !unsupported.jwtSVIDTTL && current.GetJwtSvidTtl() != desired.GetJwtSvidTtl(),
 		FederatesWith: !sameSet(current.GetFederatesWith(), desired.GetFederatesWith()),
 		Admin:         current.GetAdmin() != desired.GetAdmin(),
 		Downstream:    current.GetDownstream() != desired.GetDownstream(),
 		DnsNames:      !slices.Equal(current.GetDnsNames(), desired.GetDnsNames()),
-		Hint:          current.GetHint() != desired.GetHint(),
-		StoreSvid:     current.GetStoreSvid() != desired.GetStoreSvid(),
+		Hint:          !unsupported.hint && current.GetHint() != desired.GetHint(),
+		StoreSvid:     !unsupported.storeSVID && current.GetStoreSvid() != desired.GetStoreSvid(),
 	}
 	if !anyField(mask) {
 		return nil

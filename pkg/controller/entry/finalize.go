@@ -33,7 +33,8 @@ import (
 // aggregates every failure so the key is retried.
 func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
 	c.logPlan(ctx, p)
-	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, failures: map[entryKey]error{}}
+	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, support: c.fieldSupport,
+		logger: klog.FromContext(ctx), failures: map[entryKey]error{}}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
 	w.delete(ctx, p.toDelete)
@@ -49,6 +50,8 @@ type planWriter struct {
 	cache     *entryCache
 	client    spire.EntryClient
 	ownership ownership
+	support   *fieldSupport
+	logger    klog.Logger
 	failures  map[entryKey]error
 	errs      []error
 }
@@ -81,6 +84,7 @@ func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
 		r := results[i]
 		switch {
 		case r.Err == nil:
+			w.support.learn(w.logger, entries[i], r.Entry)
 			w.cache.put(r.Entry)
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil && !w.ownership.owns(r.Entry):
 			// Another owner (another prefix, or an operator) holds the same entry; SPIRE allows
@@ -126,6 +130,7 @@ func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
 			r := results[i]
 			switch {
 			case r.Err == nil:
+				w.support.learn(w.logger, entries[i], r.Entry)
 				w.cache.put(r.Entry)
 			case spire.IsNotFound(r.Err):
 				// Deleted behind our back: forget it, and the retry creates it anew.

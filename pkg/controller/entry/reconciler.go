@@ -52,7 +52,9 @@ type entryUpdate struct {
 // masked; among current entries of one key the oldest is kept (its ID reused, only outdated
 // fields updated) and the rest deleted. A create and a delete for the same pod are paired into
 // an update, so an edited template rewrites a pod's entry in place instead of replacing it.
-func reconcile(declared []*declaredEntry, current []*spiretypes.Entry) plan {
+//
+// unsupported are the fields the server does not keep; they are never reasons to update.
+func reconcile(declared []*declaredEntry, current []*spiretypes.Entry, unsupported unsupportedFields) plan {
 	var p plan
 
 	winners := map[entryKey]*declaredEntry{}
@@ -85,7 +87,7 @@ func reconcile(declared []*declaredEntry, current []*spiretypes.Entry) plan {
 			continue
 		}
 		delete(existing, k)
-		if mask := outdatedFields(e, d.entry); mask != nil {
+		if mask := outdatedFields(e, d.entry, unsupported); mask != nil {
 			p.toUpdate = append(p.toUpdate, &entryUpdate{current: e, desired: d, mask: mask})
 		} else {
 			p.inSync = append(p.inSync, d)

@@ -154,7 +154,7 @@ func TestReconcile(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := reconcile(tc.declared, tc.current)
+			p := reconcile(tc.declared, tc.current, unsupportedFields{})
 			var created, updated, inSync, masked []string
 			for _, d := range p.toCreate {
 				created = append(created, d.entry.GetSpiffeId().GetPath())
@@ -191,7 +191,7 @@ func TestReconcileUpdateMaskCarriesOnlyOutdatedFields(t *testing.T) {
 	current := podEntry("e1", "p1", "/a", "x.example")
 	current.FederatesWith = []string{"a.org", "b.org"}
 
-	p := reconcile([]*declaredEntry{declare(desired, "csid", 0, "p1")}, []*spiretypes.Entry{current})
+	p := reconcile([]*declaredEntry{declare(desired, "csid", 0, "p1")}, []*spiretypes.Entry{current}, unsupportedFields{})
 	if len(p.toUpdate) != 1 {
 		t.Fatalf("updates = %d, want 1", len(p.toUpdate))
 	}
@@ -203,7 +203,7 @@ func TestReconcileUpdateMaskCarriesOnlyOutdatedFields(t *testing.T) {
 
 func TestReconcileDoesNotModifyInputs(t *testing.T) {
 	current := []*spiretypes.Entry{withCreated(podEntry("e2", "p1", "/a"), 2), withCreated(podEntry("e1", "p1", "/a"), 1)}
-	reconcile(nil, current)
+	reconcile(nil, current, unsupportedFields{})
 	if current[0].GetId() != "e2" || current[1].GetId() != "e1" {
 		t.Errorf("reconcile reordered its input")
 	}

@@ -131,7 +131,7 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 	declared = append(declared, statics...)
 	c.staticKeys.reset(statics)
 
-	p := reconcile(declared, owned)
+	p := reconcile(declared, owned, c.fieldSupport.get())
 	p.toDelete = append(p.toDelete, leftovers...)
 	failures, writeErr := c.finalize(ctx, p)
 	recordPlanOutcomes(outcomes, p, failures)

@@ -121,7 +121,7 @@ func (c *Controller) syncStatic(ctx context.Context, name string) error {
 				inScope = append(inScope, d)
 			}
 		}
-		p := reconcile(inScope, c.entries.forKey(k))
+		p := reconcile(inScope, c.entries.forKey(k), c.fieldSupport.get())
 		failures, err := c.finalize(ctx, p)
 		if err != nil {
 			errs = append(errs, err)

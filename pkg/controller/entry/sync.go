@@ -50,7 +50,7 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	if pod != nil {
 		declared, outs = c.declarePod(ctx, pod, identities)
 	}
-	p := reconcile(declared, c.entries.forPod(uid))
+	p := reconcile(declared, c.entries.forPod(uid), c.fieldSupport.get())
 	failures, err := c.finalize(ctx, p)
 	if pod != nil {
 		c.reportWriteFailures(pod, declared, failures)
