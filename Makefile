@@ -1,0 +1,73 @@
+# Copyright 2026 The spire-registrar Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Entry points for building, testing and running spire-registrar. The recipes only call
+# go or the scripts in hack/, which hold the logic and can be run directly too.
+# `make` alone lists the targets.
+
+GO ?= go
+
+# `make run` runs the local demo unless SPIRE_SOCKET is given, which selects your own cluster:
+#   make run KUBECONFIG=/path/to/kubeconfig SPIRE_SOCKET=/path/to/api.sock TRUST_DOMAIN=td CLUSTER_NAME=name
+# KUBECONFIG is passed on only when given on the make command line, so one exported in your
+# shell does not matter (hack/run-local.sh falls back to it in your-own-cluster mode anyway).
+RUN_FLAGS :=
+ifeq ($(origin KUBECONFIG),command line)
+RUN_FLAGS += --kubeconfig '$(KUBECONFIG)'
+endif
+ifneq ($(SPIRE_SOCKET),)
+RUN_FLAGS += --spire-socket '$(SPIRE_SOCKET)'
+endif
+ifneq ($(TRUST_DOMAIN),)
+RUN_FLAGS += --trust-domain '$(TRUST_DOMAIN)'
+endif
+ifneq ($(CLUSTER_NAME),)
+RUN_FLAGS += --cluster-name '$(CLUSTER_NAME)'
+endif
+ifneq ($(CONFIG),)
+RUN_FLAGS += --config '$(CONFIG)'
+endif
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@echo 'Usage: make TARGET'
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the controller into _output/spire-registrar
+	$(GO) build -o _output/spire-registrar ./cmd/spire-registrar
+
+.PHONY: tools
+tools: ## Build real etcd, kube-apiserver, kubectl, spire-server into _output/bin (slow once)
+	hack/build-tools.sh
+
+.PHONY: test
+test: ## Full test: build-tools, verify-codegen, go vet, go test -race (what CI runs)
+	hack/test.sh
+
+.PHONY: test-unit
+test-unit: ## Quick tests only: go test -short (skips the real-component tests)
+	$(GO) test -short ./...
+
+.PHONY: bench
+bench: ## Benchmark against real etcd, kube-apiserver and spire-server; tables in results/ (BENCH_FLAGS=-n 1000,5000,10000)
+	$(GO) run ./hack/bench $(BENCH_FLAGS)
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clientset, listers and informers
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Check generated code is current, gofmt, go vet
+	hack/verify.sh
+
+.PHONY: run
+run: ## Demo on local real components; or SPIRE_SOCKET=... KUBECONFIG=... for your cluster
+	hack/run-local.sh $(RUN_FLAGS)
+
+.PHONY: clean
+clean: ## Remove build output and local-up state (keeps the slow-to-build _output/bin)
+	rm -rf _output/spire-registrar _output/tools _output/local-up _output/run _output/codegen _output/run-local.pid
