@@ -38,6 +38,7 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 	c, err := federation.NewController(ctx,
 		cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains(),
 		cc.KubeClient,
+		cc.SpireAPIClient,
 		cc.SPIRE,
 		federation.Options{
 			TrustDomain:    cfg.TrustDomain,

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
@@ -84,6 +85,8 @@ type Options struct {
 type Controller struct {
 	opts  Options
 	spire spire.FederationClient
+	// spireAPI writes the status of our resources; nil leaves status alone.
+	spireAPI spireclientset.Interface
 
 	cftdLister  spirelisters.ClusterFederatedTrustDomainLister
 	cftdIndexer cache.Indexer
@@ -107,11 +110,13 @@ type Controller struct {
 
 // NewController wires the controller to the given informer. It registers an index and event
 // handlers but starts nothing: the caller starts the informer factory, then calls Run.
-// kubeClient receives Events; it may be nil, and then Events are only logged.
+// kubeClient receives Events; it may be nil, and then Events are only logged. spireAPI writes
+// the resources' Ready condition; it may be nil, and then status is left alone.
 func NewController(
 	ctx context.Context,
 	cftdInformer spireinformers.ClusterFederatedTrustDomainInformer,
 	kubeClient clientset.Interface,
+	spireAPI spireclientset.Interface,
 	spireClient spire.FederationClient,
 	opts Options,
 ) (*Controller, error) {
@@ -130,8 +135,9 @@ func NewController(
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
-		opts:  opts,
-		spire: spireClient,
+		opts:     opts,
+		spire:    spireClient,
+		spireAPI: spireAPI,
 
 		cftdLister:  cftdInformer.Lister(),
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),

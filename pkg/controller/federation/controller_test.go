@@ -69,7 +69,7 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 	t.Cleanup(func() { _ = client.Close() })
 
 	env.factory = spireinformers.NewSharedInformerFactory(env.api, 0)
-	env.c, err = NewController(ctx, env.factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), k8sfake.NewClientset(), client,
+	env.c, err = NewController(ctx, env.factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), k8sfake.NewClientset(), nil, client,
 		Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -152,7 +153,7 @@ func TestIntegration(t *testing.T) {
 	counting := &countingClient{FederationClient: client}
 
 	factory := spireinformers.NewSharedInformerFactory(spireAPI, 0)
-	c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, counting, Options{
+	c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, spireAPI, counting, Options{
 		TrustDomain: spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
 		// Long, so that the test decides when full resyncs run.
 		ResyncInterval: time.Hour,
@@ -249,13 +250,17 @@ func TestIntegration(t *testing.T) {
 	}
 	update := func(obj *spirev1alpha1.ClusterFederatedTrustDomain, mutate func(*spirev1alpha1.ClusterFederatedTrustDomainSpec)) *spirev1alpha1.ClusterFederatedTrustDomain {
 		t.Helper()
-		obj = obj.DeepCopy()
-		mutate(&obj.Spec)
-		obj, err := resources.Update(ctx, obj, metav1.UpdateOptions{})
+		// The controller writes status, so always edit the latest version.
+		latest, err := resources.Get(ctx, obj.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("getting %s: %v", obj.Name, err)
+		}
+		mutate(&latest.Spec)
+		updated, err := resources.Update(ctx, latest, metav1.UpdateOptions{})
 		if err != nil {
 			t.Fatalf("updating %s: %v", obj.Name, err)
 		}
-		return obj
+		return updated
 	}
 	remove := func(name string) {
 		t.Helper()
@@ -278,6 +283,18 @@ func TestIntegration(t *testing.T) {
 				}
 			}
 			return false, fmt.Errorf("%d events, none %s with %q", len(events.Items), reason, substring)
+		})
+	}
+
+	expectReady := func(name string, status metav1.ConditionStatus, reason string) {
+		t.Helper()
+		poll(fmt.Sprintf("Ready=%s %s on %s", status, reason, name), func() (bool, error) {
+			cftd, err := spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			c := meta.FindStatusCondition(cftd.Status.Conditions, "Ready")
+			return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cftd.Generation, nil
 		})
 	}
 
@@ -336,19 +353,26 @@ func TestIntegration(t *testing.T) {
 	})
 	quiet("after update")
 
+	// What admission can check (http URLs, a missing endpoint ID) never gets this far: these
+	// are what only the controller can see.
 	t.Log("invalid resources disturb nothing")
 	update(web, func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
-		s.BundleEndpointURL = "http://127.0.0.1:1/web/v3"
+		s.BundleEndpointURL = endpoint + "/web/v3"
+		s.TrustDomainBundle = "{not a bundle"
 	})
-	create("bad", spiffeSpec("bad.test", endpoint+"/bad", "", ""))
+	create("bad", spiffeSpec("bad.test", endpoint+"/bad", "spiffe://Bad.test/Not Valid", ""))
 	create("own", webSpec(spireServer.TrustDomain(), endpoint+"/own"))
 	// creationTimestamp has a resolution of one second, so this resource may well be as old
 	// as "spiffe"; the name breaks the tie, and "spiffe" < "z-conflict".
 	create("z-conflict", webSpec("spiffe.test", endpoint+"/conflict"))
-	expectEvent("web", reasonInvalidSpec, "spec.bundleEndpointURL")
+	expectEvent("web", reasonInvalidSpec, "spec.trustDomainBundle")
 	expectEvent("bad", reasonInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
 	expectEvent("own", reasonInvalidSpec, "spec.trustDomain")
 	expectEvent("z-conflict", reasonConflict, `"spiffe"`)
+	expectReady("web", metav1.ConditionFalse, reasonInvalidSpec)
+	expectReady("bad", metav1.ConditionFalse, reasonInvalidSpec)
+	expectReady("z-conflict", metav1.ConditionFalse, reasonConflict)
+	expectReady("spiffe", metav1.ConditionTrue, "RelationshipSet")
 	expect("relationships untouched", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {
 		if got := rels["web.test"].BundleEndpointURL; got != endpoint+"/web/v2" {
 			return fmt.Errorf("web.test URL = %s, want it kept", got)

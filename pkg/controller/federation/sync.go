@@ -52,7 +52,11 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 	if r := c.relationships.get(trustDomain); r != nil {
 		current[trustDomain] = r
 	}
-	return c.finalize(ctx, reconcile(decls, current))
+	writeErr := c.finalize(ctx, reconcile(decls, current))
+	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, problems, writeErr)); statusErr != nil && writeErr == nil {
+		return statusErr
+	}
+	return writeErr
 }
 
 // report tells each resource's owner what is wrong with it. Events about one object are

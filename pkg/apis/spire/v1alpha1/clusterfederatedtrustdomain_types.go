@@ -71,6 +71,11 @@ type BundleEndpointProfile struct {
 
 // ClusterFederatedTrustDomainStatus is the observed state of a ClusterFederatedTrustDomain.
 type ClusterFederatedTrustDomainStatus struct {
+	// Conditions say whether SPIRE holds the relationship as declared (Ready), and if not, why.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
