@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -50,7 +49,7 @@ func freePort(t *testing.T) int {
 // replica is one spire-registrar process with its metrics and health endpoints.
 type replica struct {
 	cmd     *exec.Cmd
-	logs    *bytes.Buffer
+	logs    *syncBuffer
 	exited  chan error
 	metrics string
 	health  string
@@ -134,7 +133,7 @@ leaderElection:
   retryPeriod: 500ms
 `, spire.SocketPath(), leaseDuration))
 	start := func() *replica {
-		r := &replica{logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+		r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1)}
 		mp, hp := freePort(t), freePort(t)
 		r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
 		r.cmd = exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config,

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,24 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // buildBinary builds spire-registrar as a user would run it.
 func buildBinary(t *testing.T) string {
@@ -134,7 +153,7 @@ func TestBinaryAgainstRealComponents(t *testing.T) {
 
 	config := writeFile(t, "apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: example.org\n"+
 		"clusterName: it\nspireServerSocketPath: "+spire.SocketPath()+"\n")
-	var logs bytes.Buffer
+	var logs syncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "-v=2")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()
@@ -225,7 +244,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	}
 
 	config := writeFile(t, "trustDomain: example.org\nclusterName: it\nspireServerSocketPath: "+spire.SocketPath()+"\n")
-	var logs bytes.Buffer
+	var logs syncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "--dry-run")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
