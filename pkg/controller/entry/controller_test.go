@@ -356,3 +356,32 @@ func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
 		t.Errorf("%d writes after the server was seen to drop hints, want 0", n)
 	}
 }
+
+// TestRefusedWriteDoesNotBlockTheController: SPIRE refusing one entry at the initial resync
+// must neither fail the resync (readiness) nor stop the other pods from being served; the
+// refused pod is retried on its own.
+func TestRefusedWriteDoesNotBlockTheController(t *testing.T) {
+	a := pod("production", "a", "node-1", map[string]string{"app": "web-server"})
+	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), a},
+		walkThroughIdentities()...)
+	env.spire.FailNext(spiretest.MethodBatchCreateEntry, 1, codes.Internal)
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatalf("a refused write failed the resync: %v", err)
+	}
+	// The retry is rate limited: it shows in the queue once its backoff elapsed.
+	deadline := time.Now().Add(5 * time.Second)
+	for env.controller.podQueue.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	uid, _ := env.controller.podQueue.Get()
+	if uid != a.UID {
+		t.Fatalf("retried key = %q, want the refused pod %q", uid, a.UID)
+	}
+	if err := env.controller.syncPod(env.ctx, uid); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	env.controller.podQueue.Done(uid)
+	if got := len(env.spire.Entries()); got != 1 {
+		t.Errorf("entries after the retry = %d, want 1", got)
+	}
+}

@@ -31,13 +31,14 @@ import (
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
-// ends. Until it succeeds the controller writes nothing and is not ready.
+// ends. It fails only when SPIRE cannot be listed (nothing is written then); writes SPIRE
+// refuses are retried key by key and do not hold up readiness.
 func (c *Controller) initialResync(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		if err := c.fullResync(ctx); err != nil {
-			logger.Error(err, "Initial resync failed; the controller writes nothing until it succeeds")
+			logger.Error(err, "Initial resync failed; retrying")
 			return false, nil
 		}
 		return true, nil
@@ -145,9 +146,40 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 		"declared", len(declared), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
 		"masked", len(p.masked))
 	if writeErr != nil {
-		return fmt.Errorf("applying full resync plan: %w", writeErr)
+		// A write SPIRE refuses (a federatesWith naming a trust domain it has no bundle for,
+		// say) must not hold up everything else: the resync still counts, since the picture
+		// it acted on was complete, and the failed keys are retried with backoff on their own.
+		c.retryFailedWrites(p, failures)
+		logger.Error(writeErr, "Some writes of the full resync failed; their pods and static entries are retried")
 	}
 	return nil
+}
+
+// retryFailedWrites queues, with backoff, the pods and static entries whose writes failed.
+func (c *Controller) retryFailedWrites(p plan, failures map[entryKey]error) {
+	retry := func(d *declaredEntry) {
+		if failures[d.key] == nil {
+			return
+		}
+		if d.declarer.podUID != "" {
+			c.podQueue.AddRateLimited(d.declarer.podUID)
+		} else {
+			c.staticQueue.AddRateLimited(d.declarer.name)
+		}
+	}
+	for _, d := range p.toCreate {
+		retry(d)
+	}
+	for _, u := range p.toUpdate {
+		retry(u.desired)
+	}
+	// A pod entry whose delete failed is still cached; the pod's sync deletes it again.
+	// Other leftovers wait for the next resync, the only path that deletes them.
+	for _, e := range p.toDelete {
+		if uid := podUIDOf(e); uid != "" && len(c.entries.forPod(uid)) > 0 {
+			c.podQueue.AddRateLimited(uid)
+		}
+	}
 }
 
 func (c *Controller) enqueueAllStatics() {

@@ -40,6 +40,18 @@ type plan struct {
 	inSync, invalid int
 }
 
+// trustDomains returns every trust domain the plan writes.
+func (p plan) trustDomains() []string {
+	tds := slices.Clone(p.toDelete)
+	for _, d := range p.toCreate {
+		tds = append(tds, d.trustDomain)
+	}
+	for _, u := range p.toUpdate {
+		tds = append(tds, u.trustDomain)
+	}
+	return tds
+}
+
 // relationshipUpdate is a declaration SPIRE holds with outdated fields.
 type relationshipUpdate struct {
 	*declaration

@@ -92,7 +92,13 @@ func (c *Controller) fullResync(ctx context.Context) error {
 		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
 		"inSync", p.inSync, "invalid", p.invalid, "problems", len(problems))
 	if writeErr != nil {
-		return fmt.Errorf("applying full resync plan: %w", writeErr)
+		// A relationship SPIRE refuses must not hold up the others or readiness: the picture
+		// was complete, so the resync counts, and every trust domain of the plan is synced
+		// again on its own, with backoff (those that went through find nothing to do).
+		for _, td := range p.trustDomains() {
+			c.queue.AddRateLimited(td)
+		}
+		logger.Error(writeErr, "Some writes of the full resync failed; their trust domains are retried")
 	}
 	return nil
 }
