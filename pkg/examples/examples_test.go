@@ -1,0 +1,1012 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package examples_test
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/klog/v2/ktesting"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/app"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
+)
+
+const (
+	kindConfig = config.Kind
+	kindCSID   = "ClusterSPIFFEID"
+	kindCSE    = "ClusterStaticEntry"
+	kindCFTD   = "ClusterFederatedTrustDomain"
+
+	// configFile is the example config the controllers run with.
+	configFile = "config.yaml"
+
+	// gcInterval replaces the example's full resync interval, so that the test sees several
+	// full resyncs leave the examples' entries and relationships alone.
+	gcInterval = 2 * time.Second
+	// convergeTimeout bounds how long the controllers may take to reconcile every example.
+	convergeTimeout = 60 * time.Second
+)
+
+// document is one YAML document of an example file.
+type document struct {
+	file  string // base name, e.g. clusterspiffeid.yaml
+	index int    // 1-based position of the document in its file
+	yaml  []byte
+	obj   *unstructured.Unstructured
+
+	// live is the object as the kube-apiserver stored it, once applied, and resource is
+	// where it is served.
+	live     *unstructured.Unstructured
+	resource dynamic.ResourceInterface
+}
+
+func (d *document) String() string {
+	return fmt.Sprintf("%s, document %d (%s %q)", d.file, d.index, d.obj.GetKind(), d.obj.GetName())
+}
+
+// readExamples decodes every YAML document of manifests/examples/*.yaml, in file order.
+// Documents holding only comments are skipped; any other document must be an object with an
+// apiVersion and a kind.
+func readExamples(t *testing.T) []*document {
+	t.Helper()
+	root, err := realcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "manifests", "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no manifests/examples/*.yaml under %s", root)
+	}
+	var docs []*document
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for index := 1; ; index++ {
+			raw, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: reading document %d: %v", filepath.Base(path), index, err)
+			}
+			js, err := sigsyaml.YAMLToJSON(raw)
+			if err != nil {
+				t.Fatalf("%s: document %d is not valid YAML: %v", filepath.Base(path), index, err)
+			}
+			if s := string(bytes.TrimSpace(js)); s == "null" || s == "" {
+				continue
+			}
+			obj := &unstructured.Unstructured{}
+			if err := obj.UnmarshalJSON(js); err != nil {
+				t.Fatalf("%s: document %d is not an object with apiVersion and kind: %v", filepath.Base(path), index, err)
+			}
+			docs = append(docs, &document{file: filepath.Base(path), index: index, yaml: raw, obj: obj})
+		}
+	}
+	return docs
+}
+
+// requireKinds fails unless the examples hold at least one document of each kind, so that an
+// example that goes missing fails the test instead of shrinking it.
+func requireKinds(t *testing.T, docs []*document, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		if !slices.ContainsFunc(docs, func(d *document) bool { return d.obj.GetKind() == kind }) {
+			t.Errorf("manifests/examples has no %s", kind)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// decodeStrict decodes a document into a typed object, refusing fields the type does not have.
+func decodeStrict[T any](t *testing.T, d *document) *T {
+	t.Helper()
+	var v T
+	if err := sigsyaml.UnmarshalStrict(d.yaml, &v); err != nil {
+		t.Fatalf("%s: %v", d, err)
+	}
+	return &v
+}
+
+// fromLive converts the applied object to its typed form.
+func fromLive[T any](t *testing.T, d *document) *T {
+	t.Helper()
+	var v T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.live.Object, &v); err != nil {
+		t.Fatalf("%s: %v", d, err)
+	}
+	return &v
+}
+
+// TestExamplesDecode checks, without any server, what can be checked offline: every document
+// decodes, config files are accepted, our kinds have no unknown fields and every
+// trustDomainBundle is a SPIFFE bundle of its trust domain.
+func TestExamplesDecode(t *testing.T) {
+	docs := readExamples(t)
+	requireKinds(t, docs, kindConfig, kindCSID, kindCSE, kindCFTD)
+	for _, d := range docs {
+		switch d.obj.GetKind() {
+		case kindConfig:
+			if _, err := config.Parse(d.yaml); err != nil {
+				t.Errorf("%s: config.Parse refused it: %v", d, err)
+			}
+		case kindCSID:
+			decodeStrict[spirev1alpha1.ClusterSPIFFEID](t, d)
+		case kindCSE:
+			decodeStrict[spirev1alpha1.ClusterStaticEntry](t, d)
+		case kindCFTD:
+			cftd := decodeStrict[spirev1alpha1.ClusterFederatedTrustDomain](t, d)
+			if cftd.Spec.TrustDomainBundle == "" {
+				continue
+			}
+			td, err := spiffeid.TrustDomainFromString(cftd.Spec.TrustDomain)
+			if err != nil {
+				t.Errorf("%s: trustDomain: %v", d, err)
+				continue
+			}
+			if _, err := spiffebundle.Parse(td, []byte(cftd.Spec.TrustDomainBundle)); err != nil {
+				t.Errorf("%s: trustDomainBundle: %v", d, err)
+			}
+		}
+	}
+}
+
+// TestExamplesReconcile applies every example to a real kube-apiserver, runs the controllers
+// with the example config against a real spire-server, and checks with the real spire-server
+// CLI that SPIRE holds what each example declares.
+func TestExamplesReconcile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real etcd, kube-apiserver and spire-server; skipped with -short")
+	}
+	begin := time.Now()
+	docs := readExamples(t)
+	requireKinds(t, docs, kindConfig, kindCSID, kindCSE, kindCFTD)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Config files must be accepted; config.yaml's is the one the controllers run with.
+	var cfg *config.Config
+	var objects []*document
+	for _, d := range docs {
+		if d.obj.GetKind() != kindConfig {
+			objects = append(objects, d)
+			continue
+		}
+		c, err := config.Parse(d.yaml)
+		if err != nil {
+			t.Errorf("%s: config.Parse refused it: %v", d, err)
+			continue
+		}
+		if d.file == configFile {
+			if cfg != nil {
+				t.Fatalf("%s: a second config in %s", d, configFile)
+			}
+			cfg = c
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if cfg == nil {
+		t.Fatalf("manifests/examples/%s holds no %s", configFile, kindConfig)
+	}
+
+	kube := realcluster.NewKube(t, realcluster.KubeOptions{})
+	spireServer := realcluster.NewSPIRE(t, realcluster.SPIREOptions{TrustDomain: cfg.TrustDomain.Name()})
+	crdDir, err := realcluster.CRDsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), crdDir); err != nil {
+		t.Fatal(err)
+	}
+	kubeClient, err := kubernetes.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("real kube-apiserver and spire-server up after %s", time.Since(begin).Round(time.Millisecond))
+
+	applyAll(ctx, t, dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubeClient.Discovery())), objects)
+
+	// ClusterSPIFFEID and ClusterStaticEntry have conditions; any other kind is checked too once
+	// its CRD declares them.
+	withConditions := kindsWithConditions(ctx, t, dyn)
+	for _, kind := range []string{kindCSID, kindCSE} {
+		if gk := (schema.GroupKind{Group: spirev1alpha1.SchemeGroupVersion.Group, Kind: kind}); !withConditions[gk] {
+			t.Fatalf("the CRD of %s declares no status.conditions", kind)
+		}
+	}
+	for gk := range withConditions {
+		t.Logf("%s has conditions: every example of it must become Ready", gk)
+	}
+
+	// What SPIRE must hold, derived from the examples as the apiserver stored them.
+	wantEntries := expectedEntries(t, cfg, objects)
+	wantRels := expectedRelationships(t, cfg, objects)
+	for _, w := range wantEntries {
+		t.Logf("expect entry %s", w)
+	}
+	for _, w := range wantRels {
+		t.Logf("expect federation relationship %s", w)
+	}
+
+	// The example config, pointed at the test's SPIRE server and resyncing often.
+	cfg.SPIREServerSocketPath = spireServer.SocketPath()
+	cfg.GCInterval = gcInterval
+	client, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Close() }()
+	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPI)
+	controllers, err := app.NewControllers(ctx, app.ControllerContext{
+		Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireAPI,
+		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: client,
+	})
+	if err != nil {
+		t.Fatalf("constructing the controllers: %v", err)
+	}
+	started := time.Now()
+	kubeInformers.Start(ctx.Done())
+	spireInformers.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { app.RunControllers(ctx, controllers, 4) })
+	defer func() {
+		cancel()
+		wg.Wait()
+		kubeInformers.Shutdown()
+		spireInformers.Shutdown()
+	}()
+
+	c := &checker{t: t, ctx: ctx, spire: spireServer, spireAPI: spireAPI, objects: objects,
+		withConditions: withConditions, wantEntries: wantEntries, wantRels: wantRels}
+	eventually(ctx, t, "every example reconciled into SPIRE", convergeTimeout, c.all)
+	t.Logf("every example reconciled %s after the controllers started", time.Since(started).Round(time.Millisecond))
+
+	// Several full resyncs later nothing has changed: no entry was rewritten or replaced.
+	before := c.snapshot()
+	sleep(ctx, 3*gcInterval+gcInterval/2)
+	if err := c.all(); err != nil {
+		t.Errorf("after %d full resyncs: %v", 3, err)
+	}
+	if after := c.snapshot(); !slices.Equal(before, after) {
+		t.Errorf("full resyncs changed SPIRE's state:\nbefore: %v\nafter:  %v", before, after)
+	}
+	logWarnings(ctx, t, kubeClient)
+}
+
+// applyOrder puts namespaces first and other cluster-scoped objects before namespaced ones, so
+// that every object's namespace exists when it is created.
+func applyOrder(d *document) int {
+	switch {
+	case d.obj.GetKind() == "Namespace" && d.obj.GetAPIVersion() == "v1":
+		return 0
+	case d.obj.GetNamespace() == "":
+		return 1
+	default:
+		return 2
+	}
+}
+
+// applyAll creates every object on the real kube-apiserver, with strict field validation so
+// that a misspelt field fails instead of being dropped.
+func applyAll(ctx context.Context, t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, objects []*document) {
+	t.Helper()
+	ordered := slices.Clone(objects)
+	slices.SortStableFunc(ordered, func(a, b *document) int { return cmp.Compare(applyOrder(a), applyOrder(b)) })
+	for _, d := range ordered {
+		gvk := d.obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: the kube-apiserver does not serve %s: %v", d, gvk, err)
+		}
+		var resource dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := d.obj.GetNamespace()
+			if ns == "" {
+				ns = metav1.NamespaceDefault
+			}
+			resource = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		live, err := resource.Create(ctx, d.obj.DeepCopy(), metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+		if err != nil {
+			t.Fatalf("%s: the kube-apiserver refused it: %v", d, err)
+		}
+		d.live, d.resource = live, resource
+	}
+}
+
+// entry is an entry in a form that compares with ==-like semantics: selectors and
+// federatesWith sorted (SPIRE keeps them as sets), DNS names in order (the first is the
+// SVID's common name).
+type entry struct {
+	SPIFFEID      string
+	ParentID      string
+	Selectors     []string
+	FederatesWith []string
+	DNSNames      []string
+	X509SVIDTTL   int32
+	JWTSVIDTTL    int32
+	Hint          string
+	Admin         bool
+	Downstream    bool
+	StoreSVID     bool
+}
+
+// key identifies an entry as SPIRE does: SPIFFE ID, parent ID and selectors.
+func (e entry) key() string {
+	return e.SPIFFEID + " " + e.ParentID + " " + strings.Join(e.Selectors, ",")
+}
+
+func (e entry) String() string {
+	type fields entry // without the String method
+	return fmt.Sprintf("%+v", fields(e))
+}
+
+func (e entry) equal(o entry) bool {
+	return e.SPIFFEID == o.SPIFFEID && e.ParentID == o.ParentID &&
+		slices.Equal(e.Selectors, o.Selectors) && slices.Equal(e.FederatesWith, o.FederatesWith) &&
+		slices.Equal(e.DNSNames, o.DNSNames) && e.X509SVIDTTL == o.X509SVIDTTL && e.JWTSVIDTTL == o.JWTSVIDTTL &&
+		e.Hint == o.Hint && e.Admin == o.Admin && e.Downstream == o.Downstream && e.StoreSVID == o.StoreSVID
+}
+
+// wantEntry is an entry an example declares.
+type wantEntry struct {
+	entry
+	from string
+}
+
+func (w wantEntry) String() string { return w.entry.String() + " from " + w.from }
+
+func sorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// inOrder keeps the first of repeated strings.
+func inOrder(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func fromCLI(e realcluster.Entry) entry {
+	var selectors []string
+	for _, s := range e.Selectors {
+		selectors = append(selectors, s.String())
+	}
+	return entry{
+		SPIFFEID: e.SPIFFEID, ParentID: e.ParentID, Selectors: sorted(selectors),
+		FederatesWith: sorted(e.FederatesWith), DNSNames: inOrder(e.DNSNames),
+		X509SVIDTTL: e.X509SVIDTTL, JWTSVIDTTL: e.JWTSVIDTTL, Hint: e.Hint,
+		Admin: e.Admin, Downstream: e.Downstream, StoreSVID: e.StoreSVID,
+	}
+}
+
+func normalizeID(t *testing.T, what, id string) string {
+	t.Helper()
+	parsed, err := spiffeid.FromString(id)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return parsed.String()
+}
+
+func trustDomainNames(t *testing.T, what string, names []string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range names {
+		td, err := spiffeid.TrustDomainFromString(name)
+		if err != nil {
+			t.Fatalf("%s: federatesWith: %v", what, err)
+		}
+		out = append(out, td.Name())
+	}
+	return sorted(inOrder(out))
+}
+
+func seconds(d metav1.Duration) int32 { return int32(d.Duration / time.Second) }
+
+// templateData is what the README documents ClusterSPIFFEID templates and parentIDTemplate
+// see, with spire-controller-manager's names.
+type templateData struct {
+	TrustDomain   string
+	ClusterName   string
+	ClusterDomain string
+	PodMeta       *metav1.ObjectMeta
+	PodSpec       *corev1.PodSpec
+	NodeMeta      *metav1.ObjectMeta
+	NodeSpec      *corev1.NodeSpec
+}
+
+func render(t *testing.T, what, text string, data *templateData) string {
+	t.Helper()
+	tmpl, err := template.New(what).Parse(text)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var out strings.Builder
+	if err := tmpl.Execute(&out, data); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return out.String()
+}
+
+func selects(t *testing.T, what string, sel *metav1.LabelSelector, set map[string]string) bool {
+	t.Helper()
+	if sel == nil {
+		return true
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return s.Matches(labels.Set(set))
+}
+
+// expectedEntries is every entry the examples declare under cfg: one per ClusterStaticEntry,
+// and one per pod of the examples that a ClusterSPIFFEID of the examples selects.
+func expectedEntries(t *testing.T, cfg *config.Config, objects []*document) []wantEntry {
+	t.Helper()
+	namespaces := map[string]*corev1.Namespace{}
+	nodes := map[string]*corev1.Node{}
+	var pods []*corev1.Pod
+	for _, d := range objects {
+		if d.obj.GetAPIVersion() != "v1" {
+			continue
+		}
+		switch d.obj.GetKind() {
+		case "Namespace":
+			ns := fromLive[corev1.Namespace](t, d)
+			namespaces[ns.Name] = ns
+		case "Node":
+			n := fromLive[corev1.Node](t, d)
+			nodes[n.Name] = n
+		case "Pod":
+			pods = append(pods, fromLive[corev1.Pod](t, d))
+		}
+	}
+
+	var want []wantEntry
+	for _, d := range objects {
+		switch d.obj.GetKind() {
+		case kindCSE:
+			cse := fromLive[spirev1alpha1.ClusterStaticEntry](t, d)
+			if !cfg.ClassMatches(cse.Spec.ClassName) {
+				continue
+			}
+			s := cse.Spec
+			want = append(want, wantEntry{from: d.String(), entry: entry{
+				SPIFFEID:      normalizeID(t, d.String()+": spiffeID", s.SPIFFEID),
+				ParentID:      normalizeID(t, d.String()+": parentID", s.ParentID),
+				Selectors:     sorted(inOrder(s.Selectors)),
+				FederatesWith: trustDomainNames(t, d.String(), s.FederatesWith),
+				DNSNames:      inOrder(s.DNSNames),
+				X509SVIDTTL:   seconds(s.X509SVIDTTL),
+				JWTSVIDTTL:    seconds(s.JWTSVIDTTL),
+				Hint:          s.Hint,
+				Admin:         s.Admin,
+				Downstream:    s.Downstream,
+				StoreSVID:     s.StoreSVID,
+			}})
+		case kindCSID:
+			csid := fromLive[spirev1alpha1.ClusterSPIFFEID](t, d)
+			if !cfg.ClassMatches(csid.Spec.ClassName) {
+				continue
+			}
+			s := csid.Spec
+			if s.Fallback || s.AutoPopulateDNSNames {
+				t.Fatalf("%s: this test does not model fallback or autoPopulateDNSNames; extend expectedEntries", d)
+			}
+			for _, pod := range pods {
+				ns, node := namespaces[pod.Namespace], nodes[pod.Spec.NodeName]
+				if ns == nil || node == nil {
+					t.Fatalf("pod %s/%s: its namespace or node is not among the examples", pod.Namespace, pod.Name)
+				}
+				if cfg.IsNamespaceIgnored(ns.Name) ||
+					!selects(t, d.String()+": namespaceSelector", s.NamespaceSelector, ns.Labels) ||
+					!selects(t, d.String()+": podSelector", s.PodSelector, pod.Labels) {
+					continue
+				}
+				data := &templateData{
+					TrustDomain: cfg.TrustDomain.Name(), ClusterName: cfg.ClusterName, ClusterDomain: cfg.ClusterDomain,
+					PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec, NodeMeta: &node.ObjectMeta, NodeSpec: &node.Spec,
+				}
+				selectors := []string{"k8s:pod-uid:" + string(pod.UID)}
+				for _, tmpl := range s.WorkloadSelectorTemplates {
+					selectors = append(selectors, render(t, d.String()+": workloadSelectorTemplates", tmpl, data))
+				}
+				var dnsNames []string
+				for _, tmpl := range s.DNSNameTemplates {
+					dnsNames = append(dnsNames, render(t, d.String()+": dnsNameTemplates", tmpl, data))
+				}
+				want = append(want, wantEntry{from: fmt.Sprintf("%s for pod %s/%s", d, pod.Namespace, pod.Name), entry: entry{
+					SPIFFEID:      normalizeID(t, d.String()+": spiffeIDTemplate", render(t, "spiffeIDTemplate", s.SPIFFEIDTemplate, data)),
+					ParentID:      normalizeID(t, "parentIDTemplate", render(t, "parentIDTemplate", cfg.ParentIDTemplate, data)),
+					Selectors:     sorted(inOrder(selectors)),
+					FederatesWith: trustDomainNames(t, d.String(), s.FederatesWith),
+					DNSNames:      inOrder(dnsNames),
+					X509SVIDTTL:   seconds(s.TTL),
+					JWTSVIDTTL:    seconds(s.JWTTTL),
+					Hint:          s.Hint,
+					Admin:         s.Admin,
+					Downstream:    s.Downstream,
+				}})
+			}
+		}
+	}
+	seen := map[string]string{}
+	for _, w := range want {
+		if prev, dup := seen[w.key()]; dup {
+			t.Fatalf("%s and %s declare the same entry; this test does not model masking", prev, w.from)
+		}
+		seen[w.key()] = w.from
+	}
+	return want
+}
+
+// relationship is a federation relationship as compared here; Bundle is nil when none is
+// declared (SPIRE may then hold one it fetched, or none).
+type relationship struct {
+	TrustDomain       string
+	BundleEndpointURL string
+	Profile           string
+	EndpointSPIFFEID  string
+	Bundle            *bundle
+	from              string
+}
+
+func (r relationship) String() string {
+	return fmt.Sprintf("%s at %s (%s %s) bundle %v from %s", r.TrustDomain, r.BundleEndpointURL, r.Profile, r.EndpointSPIFFEID, r.Bundle, r.from)
+}
+
+// bundle is a trust domain bundle's content, in a comparable form.
+type bundle struct {
+	X509Authorities []string // base64 DER, sorted
+	JWTAuthorities  []string // "key ID=base64 PKIX DER", sorted
+	RefreshHint     int64    // seconds
+	SequenceNumber  uint64
+}
+
+func (b *bundle) String() string {
+	if b == nil {
+		return "<none declared>"
+	}
+	return fmt.Sprintf("{%d X.509 authorities, JWT authorities %v, refresh hint %ds, sequence %d}",
+		len(b.X509Authorities), b.JWTAuthorities, b.RefreshHint, b.SequenceNumber)
+}
+
+func (b *bundle) equal(o *bundle) bool {
+	return slices.Equal(b.X509Authorities, o.X509Authorities) && slices.Equal(b.JWTAuthorities, o.JWTAuthorities) &&
+		b.RefreshHint == o.RefreshHint && b.SequenceNumber == o.SequenceNumber
+}
+
+// declaredBundle reads a trustDomainBundle with go-spiffe, independently of the controller.
+func declaredBundle(t *testing.T, what string, td spiffeid.TrustDomain, doc string) *bundle {
+	t.Helper()
+	b, err := spiffebundle.Parse(td, []byte(doc))
+	if err != nil {
+		t.Fatalf("%s: trustDomainBundle: %v", what, err)
+	}
+	out := &bundle{}
+	for _, c := range b.X509Authorities() {
+		out.X509Authorities = append(out.X509Authorities, base64DER(c.Raw))
+	}
+	for kid, key := range b.JWTAuthorities() {
+		der, err := x509.MarshalPKIXPublicKey(key)
+		if err != nil {
+			t.Fatalf("%s: JWT authority %s: %v", what, kid, err)
+		}
+		out.JWTAuthorities = append(out.JWTAuthorities, kid+"="+base64DER(der))
+	}
+	slices.Sort(out.X509Authorities)
+	slices.Sort(out.JWTAuthorities)
+	if hint, ok := b.RefreshHint(); ok {
+		out.RefreshHint = int64(hint / time.Second)
+	}
+	if seq, ok := b.SequenceNumber(); ok {
+		out.SequenceNumber = seq
+	}
+	return out
+}
+
+// base64DER encodes DER as protojson encodes bytes.
+func base64DER(der []byte) string { return base64.StdEncoding.EncodeToString(der) }
+
+// cliBundle decodes a bundle as `spire-server federation list -output json` prints it: the
+// protojson of SPIRE's types.Bundle, with bytes in base64 and 64-bit integers as strings.
+func cliBundle(raw json.RawMessage) (*bundle, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var b struct {
+		X509Authorities []struct {
+			ASN1 string `json:"asn1"`
+		} `json:"x509_authorities"`
+		JWTAuthorities []struct {
+			KeyID     string `json:"key_id"`
+			PublicKey string `json:"public_key"`
+		} `json:"jwt_authorities"`
+		RefreshHint    json.Number `json:"refresh_hint"`
+		SequenceNumber json.Number `json:"sequence_number"`
+	}
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("decoding bundle %s: %w", raw, err)
+	}
+	out := &bundle{}
+	for _, a := range b.X509Authorities {
+		out.X509Authorities = append(out.X509Authorities, a.ASN1)
+	}
+	for _, a := range b.JWTAuthorities {
+		out.JWTAuthorities = append(out.JWTAuthorities, a.KeyID+"="+a.PublicKey)
+	}
+	slices.Sort(out.X509Authorities)
+	slices.Sort(out.JWTAuthorities)
+	var err error
+	if b.RefreshHint != "" {
+		if out.RefreshHint, err = b.RefreshHint.Int64(); err != nil {
+			return nil, fmt.Errorf("refresh_hint %q: %w", b.RefreshHint, err)
+		}
+	}
+	if b.SequenceNumber != "" {
+		seq, err := b.SequenceNumber.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("sequence_number %q: %w", b.SequenceNumber, err)
+		}
+		out.SequenceNumber = uint64(seq)
+	}
+	return out, nil
+}
+
+// expectedRelationships is every federation relationship the examples declare under cfg.
+func expectedRelationships(t *testing.T, cfg *config.Config, objects []*document) []relationship {
+	t.Helper()
+	var want []relationship
+	for _, d := range objects {
+		if d.obj.GetKind() != kindCFTD {
+			continue
+		}
+		cftd := fromLive[spirev1alpha1.ClusterFederatedTrustDomain](t, d)
+		if !cfg.ClassMatches(cftd.Spec.ClassName) {
+			continue
+		}
+		s := cftd.Spec
+		td, err := spiffeid.TrustDomainFromString(s.TrustDomain)
+		if err != nil {
+			t.Fatalf("%s: trustDomain: %v", d, err)
+		}
+		u, err := url.Parse(s.BundleEndpointURL)
+		if err != nil {
+			t.Fatalf("%s: bundleEndpointURL: %v", d, err)
+		}
+		r := relationship{TrustDomain: td.Name(), BundleEndpointURL: u.String(), Profile: string(s.BundleEndpointProfile.Type), from: d.String()}
+		if s.BundleEndpointProfile.EndpointSPIFFEID != "" {
+			r.EndpointSPIFFEID = normalizeID(t, d.String()+": endpointSPIFFEID", s.BundleEndpointProfile.EndpointSPIFFEID)
+		}
+		if s.TrustDomainBundle != "" {
+			r.Bundle = declaredBundle(t, d.String(), td, s.TrustDomainBundle)
+		}
+		if slices.ContainsFunc(want, func(o relationship) bool { return o.TrustDomain == r.TrustDomain }) {
+			t.Fatalf("%s: a second relationship with %s; this test does not model conflicts", d, r.TrustDomain)
+		}
+		want = append(want, r)
+	}
+	return want
+}
+
+// checker compares SPIRE's state, read with the real CLI, and our resources' status with what
+// the examples declare.
+type checker struct {
+	t              *testing.T
+	ctx            context.Context
+	spire          *realcluster.SPIRE
+	spireAPI       spireclientset.Interface
+	objects        []*document
+	withConditions map[schema.GroupKind]bool
+	wantEntries    []wantEntry
+	wantRels       []relationship
+}
+
+// all returns every difference, or nil.
+func (c *checker) all() error {
+	return errors.Join(c.entries(), c.relationships(), c.conditions())
+}
+
+// entries checks that SPIRE holds exactly the declared entries, field for field.
+func (c *checker) entries() error {
+	shown, err := c.spire.EntryShow(c.ctx)
+	if err != nil {
+		return err
+	}
+	got := map[string]entry{}
+	for _, e := range shown {
+		got[fromCLI(e).key()] = fromCLI(e)
+	}
+	var errs []error
+	for _, w := range c.wantEntries {
+		g, ok := got[w.key()]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("SPIRE has no entry %s", w))
+		case !g.equal(w.entry):
+			errs = append(errs, fmt.Errorf("SPIRE holds entry\n  %s\nwant\n  %s", g, w))
+		}
+		delete(got, w.key())
+	}
+	for _, g := range got {
+		errs = append(errs, fmt.Errorf("SPIRE holds an entry no example declares: %s", g))
+	}
+	return errors.Join(errs...)
+}
+
+// relationships checks that SPIRE holds exactly the declared federation relationships.
+func (c *checker) relationships() error {
+	shown, err := c.spire.FederationShow(c.ctx)
+	if err != nil {
+		return err
+	}
+	got := map[string]realcluster.FederationRelationship{}
+	for _, r := range shown {
+		got[r.TrustDomain] = r
+	}
+	var errs []error
+	for _, w := range c.wantRels {
+		g, ok := got[w.TrustDomain]
+		delete(got, w.TrustDomain)
+		if !ok {
+			errs = append(errs, fmt.Errorf("SPIRE has no federation relationship %s", w))
+			continue
+		}
+		if g.BundleEndpointURL != w.BundleEndpointURL || g.Profile != w.Profile || g.EndpointSPIFFEID != w.EndpointSPIFFEID {
+			errs = append(errs, fmt.Errorf("SPIRE holds federation relationship %+v, want %s", g, w))
+			continue
+		}
+		if w.Bundle == nil {
+			continue
+		}
+		b, err := cliBundle(g.TrustDomainBundle)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", w.TrustDomain, err))
+		case b == nil:
+			errs = append(errs, fmt.Errorf("SPIRE holds no bundle for %s, want %s", w.TrustDomain, w.Bundle))
+		case !b.equal(w.Bundle):
+			errs = append(errs, fmt.Errorf("SPIRE holds bundle %s for %s, want %s", b, w.TrustDomain, w.Bundle))
+		}
+	}
+	for td := range got {
+		errs = append(errs, fmt.Errorf("SPIRE holds a federation relationship no example declares: %+v", got[td]))
+	}
+	return errors.Join(errs...)
+}
+
+// conditions checks that every example resource whose kind has conditions (its CRD declares
+// status.conditions) reports Ready=True for its current generation, that each
+// ClusterSPIFFEID's stats count the pods selected and entries set without failures, and that
+// each ClusterStaticEntry's status says its entry is set.
+func (c *checker) conditions() error {
+	var errs []error
+	for _, d := range c.objects {
+		if !c.withConditions[d.obj.GroupVersionKind().GroupKind()] {
+			continue
+		}
+		live, err := d.resource.Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var obj struct {
+			metav1.ObjectMeta `json:"metadata"`
+			Status            struct {
+				Conditions []metav1.Condition `json:"conditions"`
+			} `json:"status"`
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &obj); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
+			continue
+		}
+		r := meta.FindStatusCondition(obj.Status.Conditions, "Ready")
+		switch {
+		case r == nil:
+			errs = append(errs, fmt.Errorf("%s has no Ready condition", d))
+		case r.Status != metav1.ConditionTrue || r.ObservedGeneration != obj.Generation:
+			errs = append(errs, fmt.Errorf("%s: Ready=%s (%s: %s) for generation %d, want True for generation %d",
+				d, r.Status, r.Reason, r.Message, r.ObservedGeneration, obj.Generation))
+		}
+	}
+	for _, d := range c.objects {
+		switch d.obj.GetKind() {
+		case kindCSID:
+			csid, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n := 0
+			for _, w := range c.wantEntries {
+				if strings.HasPrefix(w.from, d.String()+" for pod ") {
+					n++
+				}
+			}
+			if want := (spirev1alpha1.ClusterSPIFFEIDStats{
+				NamespacesSelected: csid.Status.Stats.NamespacesSelected, NamespacesIgnored: csid.Status.Stats.NamespacesIgnored,
+				PodsSelected: n, EntriesToSet: n,
+			}); csid.Status.Stats != want {
+				errs = append(errs, fmt.Errorf("%s: stats %+v, want %+v", d, csid.Status.Stats, want))
+			}
+		case kindCSE:
+			cse, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if s := cse.Status; !s.Rendered || s.Masked || !s.Set {
+				errs = append(errs, fmt.Errorf("%s: status rendered=%t masked=%t set=%t, want rendered and set", d, s.Rendered, s.Masked, s.Set))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kindsWithConditions returns the kinds whose CustomResourceDefinition, as served, declares
+// status.conditions in some version.
+func kindsWithConditions(ctx context.Context, t *testing.T, dyn dynamic.Interface) map[schema.GroupKind]bool {
+	t.Helper()
+	crds, err := dyn.Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[schema.GroupKind]bool{}
+	for _, item := range crds.Items {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &crd); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				continue
+			}
+			if _, ok := v.Schema.OpenAPIV3Schema.Properties["status"].Properties["conditions"]; ok {
+				out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
+			}
+		}
+	}
+	return out
+}
+
+// snapshot lists SPIRE's entries with their IDs and revision numbers, and its relationships,
+// so that a rewrite or a delete-and-recreate shows.
+func (c *checker) snapshot() []string {
+	c.t.Helper()
+	entries, err := c.spire.EntryShow(c.ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	rels, err := c.spire.FederationShow(c.ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, fmt.Sprintf("entry %s %s revision %d", e.ID, e.SPIFFEID, e.RevisionNumber))
+	}
+	for _, r := range rels {
+		out = append(out, fmt.Sprintf("relationship %s %s %s bundle %s", r.TrustDomain, r.BundleEndpointURL, r.Profile, r.TrustDomainBundle))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// eventually polls cond until it returns nil, failing the test with its last error on timeout.
+func eventually(ctx context.Context, t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s:\n%v", what, last)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// logWarnings logs the Warning Events the controllers recorded, to explain a failure and show
+// what transient trouble a correct run went through.
+func logWarnings(ctx context.Context, t *testing.T, kubeClient kubernetes.Interface) {
+	t.Helper()
+	events, err := kubeClient.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing events: %v", err)
+		return
+	}
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning {
+			t.Logf("Warning event on %s %s: %s (x%d): %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Count, e.Message)
+		}
+	}
+}
