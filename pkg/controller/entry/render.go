@@ -18,6 +18,7 @@ package entry
 
 import (
 	"fmt"
+	"strings"
 	"text/template"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -79,6 +80,11 @@ func (r *renderer) renderPodEntry(id *podIdentity, pod *corev1.Pod, node *corev1
 		s, err := parseSelector(text)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		// Pod entries are found by this selector; a second one would file the entry under
+		// another pod.
+		if s.Type == "k8s" && strings.HasPrefix(s.Value, podUIDSelectorPrefix) {
+			return nil, fmt.Errorf("%s: %q is reserved: the controller adds the pod's own", t.Name(), text)
 		}
 		selectors = append(selectors, s)
 	}

@@ -120,9 +120,17 @@ func TestRenderFailures(t *testing.T) {
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}}, want: "podSelector"},
 		{name: "negative ttl", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, TTL: metav1.Duration{Duration: -time.Second}}, want: "ttl"},
 		{name: "unbounded output", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "spiffe://example.org/{{ range $i, $x := .PodMeta.Labels }}{{ range $j, $y := $.PodMeta.Labels }}{{ printf \"%0999d\" 0 }}{{ printf \"%0999d\" 0 }}{{ printf \"%0999d\" 0 }}{{ end }}{{ end }}"}, want: "output longer than"},
+			SPIFFEIDTemplate: "spiffe://example.org/" + strings.Repeat(`{{ printf "%099d" 0 }}`, 30)}, want: "output longer than"},
+		{name: "huge printf width", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: `spiffe://example.org/{{ printf "%0999999999d" 0 }}`}, want: "too large"},
 		{name: "infinite recursion", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "{{ define \"loop\" }}{{ template \"loop\" }}{{ end }}spiffe://example.org/{{ template \"loop\" }}"}, want: "rendering spiffeIDTemplate"},
+			SPIFFEIDTemplate: "{{ define \"loop\" }}{{ template \"loop\" }}{{ end }}spiffe://example.org/{{ template \"loop\" }}"}, want: "not allowed"},
+		{name: "range", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://example.org/{{ range .PodMeta.Labels }}x{{ end }}"}, want: "range is not allowed"},
+		{name: "variables", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://example.org/{{ $x := .PodMeta.Name }}{{ $x }}"}, want: "variables are not allowed"},
+		{name: "reserved pod-uid selector", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
+			WorkloadSelectorTemplates: []string{"k8s:pod-uid:other"}}, want: "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parentID := tc.parentID

@@ -22,6 +22,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -38,6 +39,10 @@ func parseSelector(s string) (*spiretypes.Selector, error) {
 		return nil, fmt.Errorf("selector %q has an empty type", s)
 	case value == "":
 		return nil, fmt.Errorf("selector %q has an empty value", s)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		// Control characters have no place in a selector, and NUL separates the fields of
+		// an entry key.
+		return nil, fmt.Errorf("selector %q contains a control character", s)
 	}
 	return &spiretypes.Selector{Type: typ, Value: value}, nil
 }
