@@ -32,7 +32,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -118,25 +117,10 @@ func TestBinaryAgainstRealComponents(t *testing.T) {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
 	bin := buildBinary(t)
-	kube := realcluster.NewKube(t, realcluster.KubeOptions{})
+	stack := realcluster.NewStack(t)
+	kube, spire, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir, err := realcluster.CRDsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), dir); err != nil {
-		t.Fatal(err)
-	}
-	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
-	client, err := kube.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	node, err := realcluster.CreateNode(ctx, client, "node-1")
 	if err != nil {
 		t.Fatal(err)
@@ -205,27 +189,12 @@ func TestDryRunWritesNothing(t *testing.T) {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
 	bin := buildBinary(t)
-	kube := realcluster.NewKube(t, realcluster.KubeOptions{})
+	stack := realcluster.NewStack(t)
+	kube, spire, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir, err := realcluster.CRDsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), dir); err != nil {
-		t.Fatal(err)
-	}
-	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
 	orphan, err := spire.CreateEntryCLI(ctx, realcluster.EntrySpec{
 		SPIFFEID: "spiffe://example.org/legacy", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kube.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
