@@ -133,15 +133,30 @@ func (e *itEnv) startController(extraConfig string) *runningController {
 	return e.startControllerOfClass(e.prefix, extraConfig)
 }
 
-// startControllerOfClass runs a controller that handles the resources of another class.
+// startControllerOfClass runs a controller that handles the resources of another class, and
+// waits until it is ready.
 func (e *itEnv) startControllerOfClass(class, extraConfig string) *runningController {
+	e.t.Helper()
+	rc := e.launchController(class, extraConfig, nil)
+	e.eventually("controller ready", 30*time.Second, func() (bool, error) { return rc.ready(), nil })
+	return rc
+}
+
+// launchController runs the controllers of a class like startControllerOfClass, but returns at
+// once instead of waiting until they are ready, for tests that start it while something is
+// broken. wrap, if set, decorates the SPIRE client the controller gets (inside the counter).
+func (e *itEnv) launchController(class, extraConfig string, wrap func(spire.API) spire.API) *runningController {
 	e.t.Helper()
 	cfg, err := config.Parse([]byte(e.configYAML(class, extraConfig)))
 	if err != nil {
 		e.t.Fatalf("config: %v", err)
 	}
+	var api spire.API = e.client
+	if wrap != nil {
+		api = wrap(api)
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	calls := &countingClient{API: e.client}
+	calls := &countingClient{API: api}
 	kubeInformers, spireInformers := app.NewInformerFactories(e.kube, e.spireAPI)
 	cc := app.ControllerContext{Config: cfg, KubeClient: e.kube, SpireAPIClient: e.spireAPI,
 		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: calls}
@@ -175,7 +190,6 @@ func (e *itEnv) startControllerOfClass(class, extraConfig string) *runningContro
 		},
 	}
 	e.t.Cleanup(rc.stop)
-	e.eventually("controller ready", 30*time.Second, func() (bool, error) { return rc.ready(), nil })
 	return rc
 }
 

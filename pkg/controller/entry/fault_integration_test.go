@@ -41,8 +41,6 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
-	"github.com/spire-registrar/spire-registrar/pkg/app"
-	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
@@ -54,57 +52,6 @@ import (
 // have ended without the fault: every pod with exactly one entry, nothing deleted that is
 // still declared, and nothing written before it has a complete picture. Each logs how long it
 // took to reconverge, measured from the moment the fault was lifted.
-
-// launchController runs the controllers of a class like startControllerOfClass, but returns at
-// once instead of waiting until they are ready, for tests that start it while something is
-// broken. wrap, if set, decorates the SPIRE client the controller gets (inside the counter).
-func (e *itEnv) launchController(class, extraConfig string, wrap func(spire.API) spire.API) *runningController {
-	e.t.Helper()
-	cfg, err := config.Parse([]byte(e.configYAML(class, extraConfig)))
-	if err != nil {
-		e.t.Fatalf("config: %v", err)
-	}
-	var api spire.API = e.client
-	if wrap != nil {
-		api = wrap(api)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	calls := &countingClient{API: api}
-	kubeInformers, spireInformers := app.NewInformerFactories(e.kube, e.spireAPI)
-	cc := app.ControllerContext{Config: cfg, KubeClient: e.kube, SpireAPIClient: e.spireAPI,
-		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: calls}
-	controllers, err := app.NewControllers(ctx, cc)
-	if err != nil {
-		cancel()
-		e.t.Fatalf("constructing controllers: %v", err)
-	}
-	kubeInformers.Start(ctx.Done())
-	spireInformers.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { app.RunControllers(ctx, controllers, 4) })
-	var once sync.Once
-	rc := &runningController{
-		calls: calls,
-		ready: func() bool {
-			for _, c := range controllers {
-				if !c.HasSynced() {
-					return false
-				}
-			}
-			return true
-		},
-		stop: func() {
-			once.Do(func() {
-				cancel()
-				wg.Wait()
-				kubeInformers.Shutdown()
-				spireInformers.Shutdown()
-			})
-		},
-	}
-	e.t.Cleanup(rc.stop)
-	return rc
-}
 
 // waitReady waits until a launched controller completed its first sync with SPIRE.
 func (e *itEnv) waitReady(rc *runningController, timeout time.Duration) {
