@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -46,16 +45,13 @@ import (
 	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 const (
 	// ControllerName names the controller in logs, Events, metrics and leader election.
 	ControllerName = "spire-registrar-entry-controller"
-
-	// maxRetries is how often a key is retried before it is dropped and left to the next
-	// resync. With the backoff below that is about five minutes of retrying.
-	maxRetries = 15
 
 	// statusDelay batches status writes: a ClusterSPIFFEID that selects thousands of pods gets
 	// one status update for a burst of pod syncs, not one per pod.
@@ -208,10 +204,10 @@ func NewController(
 			staticInformer.Informer().HasSynced,
 		},
 
-		podQueue:      newQueue[types.UID]("spire_registrar_pods"),
-		identityQueue: newQueue[string]("spire_registrar_clusterspiffeids"),
-		statusQueue:   newQueue[string]("spire_registrar_clusterspiffeid_status"),
-		staticQueue:   newQueue[string]("spire_registrar_clusterstaticentries"),
+		podQueue:      runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
+		identityQueue: runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
+		statusQueue:   runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
+		staticQueue:   runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
 		identities:   newIdentityCache(),
 		entries:      newEntryCache(),
@@ -239,20 +235,6 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
-}
-
-// newQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
-// from 10ms, so a brief SPIRE hiccup costs little, to 5 minutes, so a long outage is not
-// hammered; the token bucket caps the retry rate of all keys together, so a failure that hits
-// every pod at once does not turn into a retry storm.
-func newQueue[T comparable](name string) workqueue.TypedRateLimitingInterface[T] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, 5*time.Minute),
-			&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(50), 500)},
-		),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name},
-	)
 }
 
 // HasSynced reports whether the controller has completed its first full resync; until then it
@@ -297,7 +279,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	wg.Go(func() { wait.UntilWithContext(ctx, c.identityWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.statusWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.staticWorker, time.Second) })
-	wg.Go(func() { c.resyncLoop(ctx) })
+	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
 
 	<-ctx.Done()
 }

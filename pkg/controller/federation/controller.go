@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -43,16 +42,13 @@ import (
 	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 const (
 	// ControllerName names the controller in logs, Events, metrics and leader election.
 	ControllerName = "spire-registrar-federation-controller"
-
-	// maxRetries is how often a key is retried before it is dropped and left to the next
-	// resync. With the backoff below that is about five minutes of retrying.
-	maxRetries = 15
 
 	// trustDomainIndex finds the ClusterFederatedTrustDomains that name a trust domain.
 	trustDomainIndex = "spec.trustDomain"
@@ -143,7 +139,7 @@ func NewController(
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
-		queue:         newQueue("spire_registrar_federation_relationships"),
+		queue:         runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
 		relationships: newRelationshipCache(),
 
 		eventBroadcaster: broadcaster,
@@ -160,19 +156,6 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
-}
-
-// newQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
-// from 10ms, so a brief SPIRE hiccup or a stale cache costs little, to 5 minutes, so a long
-// outage is not hammered; the token bucket caps the retry rate of all keys together.
-func newQueue(name string) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 5*time.Minute),
-			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-		),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name},
-	)
 }
 
 // HasSynced reports whether the controller has completed its first full resync; until then it
@@ -212,7 +195,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
-	wg.Go(func() { c.resyncLoop(ctx) })
+	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
 
 	<-ctx.Done()
 }

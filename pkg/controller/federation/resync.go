@@ -22,45 +22,20 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
-// ends. Until it succeeds the controller writes nothing and is not ready.
+// ends. It fails only when SPIRE cannot be listed (nothing is written then); relationships
+// SPIRE refuses are retried key by key and do not hold up readiness.
 func (c *Controller) initialResync(ctx context.Context) bool {
-	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		if err := c.fullResync(ctx); err != nil {
-			logger.Error(err, "Initial resync failed; retrying")
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
+	if !runner.UntilSucceeded(ctx, c.fullResync) {
 		return false
 	}
 	c.synced.Store(true)
 	return true
-}
-
-// resyncLoop runs a full resync every ResyncInterval, the first one interval after the initial
-// resync. A failed resync is retried at the next interval; meanwhile events keep being
-// handled from the cache.
-func (c *Controller) resyncLoop(ctx context.Context) {
-	for {
-		timer := time.NewTimer(wait.Jitter(c.opts.ResyncInterval, 0.1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		if err := c.fullResync(ctx); err != nil {
-			klog.FromContext(ctx).Error(err, "Full resync failed")
-		}
-	}
 }
 
 // fullResync diffs every declaration against a fresh list of every relationship SPIRE holds,

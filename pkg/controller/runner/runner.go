@@ -1,0 +1,127 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package runner holds the work loop every spire-registrar controller shares: a named
+// rate-limited queue, the worker that syncs its keys with kube-controller-manager's retry
+// policy, and the full resyncs against SPIRE at start and on an interval.
+package runner
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+)
+
+// MaxRetries is how often a key is retried before it is dropped and left to the next full
+// resync. With NewQueue's backoff that is about five minutes of retrying.
+const MaxRetries = 15
+
+// NewQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
+// from 10ms, so a brief SPIRE hiccup or a stale cache costs little, to 5 minutes, so a long
+// outage is not hammered; the token bucket (qps, burst) caps the retry rate of all keys
+// together, so a failure that hits every key at once does not turn into a retry storm.
+func NewQueue[T comparable](name string, qps float64, burst int) workqueue.TypedRateLimitingInterface[T] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, 5*time.Minute),
+			&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
+		),
+		workqueue.TypedRateLimitingQueueConfig[T]{Name: name},
+	)
+}
+
+// Work syncs keys from queue until it is shut down. controller and kind label the sync
+// duration metric and the log lines.
+func Work[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) {
+	for processNext(ctx, controller, kind, queue, sync) {
+	}
+}
+
+// processNext takes one key off the queue and syncs it. It returns false when the queue is
+// shut down.
+func processNext[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+
+	logger := klog.FromContext(ctx).WithValues(kind, key)
+	ctx = klog.NewContext(ctx, logger)
+	start := time.Now()
+	err := sync(ctx, key)
+	elapsed := time.Since(start)
+	metrics.SyncDuration.WithLabelValues(controller, kind).Observe(elapsed.Seconds())
+	logger.V(4).Info("Finished syncing", "duration", elapsed, "err", err)
+	handleErr(ctx, queue, key, err)
+	return true
+}
+
+// handleErr forgets a key that synced, retries a failed one with backoff, and drops it after
+// MaxRetries: the next full resync will pick it up again, so a dropped key is delayed, not lost.
+func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], key T, err error) {
+	if err == nil {
+		queue.Forget(key)
+		return
+	}
+	if queue.NumRequeues(key) < MaxRetries {
+		klog.FromContext(ctx).V(2).Info("Sync failed, retrying", "err", err)
+		queue.AddRateLimited(key)
+		return
+	}
+	queue.Forget(key)
+	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after retries; the next resync will retry it", "retries", MaxRetries)
+}
+
+// UntilSucceeded runs resync, retrying with backoff (100ms doubling to 30s) until it succeeds,
+// and reports whether it did before ctx ended.
+func UntilSucceeded(ctx context.Context, resync func(context.Context) error) bool {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := resync(ctx); err != nil {
+			logger.Error(err, "Initial resync failed; retrying")
+			return false, nil
+		}
+		return true, nil
+	})
+	return err == nil
+}
+
+// Every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
+// server spread their lists), the first time one interval from now, until ctx ends. A failed
+// resync is retried at the next interval; meanwhile events are handled from the caches.
+func Every(ctx context.Context, interval time.Duration, resync func(context.Context) error) {
+	for {
+		timer := time.NewTimer(wait.Jitter(interval, 0.1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if err := resync(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Full resync failed")
+		}
+	}
+}
