@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 )
 
@@ -31,32 +32,47 @@ func (entryController) Name() string { return entry.ControllerName }
 
 func newEntryController(ctx context.Context, cc ControllerContext) (Controller, error) {
 	cfg := cc.Config
+	statics := cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries()
+	if !cfg.Reconcile.ClusterSPIFFEIDs {
+		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
+		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics,
+			cc.KubeClient, cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun))
+		if err != nil {
+			return nil, err
+		}
+		return entryController{c}, nil
+	}
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),
 		cc.KubeInformers.Core().V1().Nodes(),
 		cc.KubeInformers.Discovery().V1().EndpointSlices(),
 		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
-		cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries(),
+		statics,
 		cc.KubeClient,
 		cc.SpireAPIClient,
 		cc.SPIRE,
-		entry.Options{
-			TrustDomain:                cfg.TrustDomain,
-			ClusterName:                cfg.ClusterName,
-			ClusterDomain:              cfg.ClusterDomain,
-			ParentIDTemplate:           cfg.ParentIDTemplate,
-			IgnoreNamespace:            cfg.IsNamespaceIgnored,
-			ClassMatches:               cfg.ClassMatches,
-			ResyncInterval:             cfg.GCInterval,
-			EntryIDPrefix:              cfg.EntryIDPrefix,
-			EntryIDPrefixCleanup:       cfg.EntryIDPrefixCleanup,
-			DryRun:                     cc.DryRun,
-			IgnoreClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
-			IgnoreClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,
-		})
+		entryOptions(cfg, cc.DryRun))
 	if err != nil {
 		return nil, err
 	}
 	return entryController{c}, nil
+}
+
+// entryOptions are the entry controller's settings from the config.
+func entryOptions(cfg *config.Config, dryRun bool) entry.Options {
+	return entry.Options{
+		TrustDomain:                cfg.TrustDomain,
+		ClusterName:                cfg.ClusterName,
+		ClusterDomain:              cfg.ClusterDomain,
+		ParentIDTemplate:           cfg.ParentIDTemplate,
+		IgnoreNamespace:            cfg.IsNamespaceIgnored,
+		ClassMatches:               cfg.ClassMatches,
+		ResyncInterval:             cfg.GCInterval,
+		EntryIDPrefix:              cfg.EntryIDPrefix,
+		EntryIDPrefixCleanup:       cfg.EntryIDPrefixCleanup,
+		DryRun:                     dryRun,
+		IgnoreClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
+		IgnoreClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,
+	}
 }

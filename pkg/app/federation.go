@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
 )
 
@@ -34,19 +35,23 @@ type federationController struct {
 func (federationController) Name() string { return federation.ControllerName }
 
 func newFederationController(ctx context.Context, cc ControllerContext) (Controller, error) {
-	cfg := cc.Config
 	c, err := federation.NewController(ctx,
 		cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains(),
 		cc.KubeClient,
 		cc.SpireAPIClient,
 		cc.SPIRE,
-		federation.Options{
-			TrustDomain:    cfg.TrustDomain,
-			ClassMatches:   cfg.ClassMatches,
-			ResyncInterval: cfg.GCInterval,
-		})
+		federationOptions(cc.Config))
 	if err != nil {
 		return nil, err
 	}
 	return federationController{c}, nil
+}
+
+// federationOptions are the federation controller's settings from the config.
+func federationOptions(cfg *config.Config) federation.Options {
+	return federation.Options{
+		TrustDomain:    cfg.TrustDomain,
+		ClassMatches:   cfg.ClassMatches,
+		ResyncInterval: cfg.GCInterval,
+	}
 }

@@ -151,6 +151,11 @@ type Controller struct {
 
 // NewController wires the controller to the given informers. It registers indexes and event
 // handlers but starts nothing: the caller starts the informer factories, then calls Run.
+//
+// When opts.IgnoreClusterSPIFFEIDs is set, only staticInformer is used and the others may be
+// nil. kubeClient, which receives Events, and spireAPI, which writes the status of our
+// resources, may be nil: Events are then only logged and status is left alone (static mode,
+// where the resources are files).
 func NewController(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
@@ -188,21 +193,8 @@ func NewController(
 		spire:    spireClient,
 		spireAPI: spireAPI,
 
-		podLister:       podInformer.Lister(),
-		podIndexer:      podInformer.Informer().GetIndexer(),
-		namespaceLister: namespaceInformer.Lister(),
-		nodeLister:      nodeInformer.Lister(),
-		csidLister:      csidInformer.Lister(),
-		staticLister:    staticInformer.Lister(),
-		sliceIndexer:    sliceInformer.Informer().GetIndexer(),
-		cachesSynced: []cache.InformerSynced{
-			sliceInformer.Informer().HasSynced,
-			podInformer.Informer().HasSynced,
-			namespaceInformer.Informer().HasSynced,
-			nodeInformer.Informer().HasSynced,
-			csidInformer.Informer().HasSynced,
-			staticInformer.Informer().HasSynced,
-		},
+		staticLister: staticInformer.Lister(),
+		cachesSynced: []cache.InformerSynced{staticInformer.Informer().HasSynced},
 
 		podQueue:      runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
 		identityQueue: runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
@@ -221,6 +213,30 @@ func NewController(
 	if kubeClient != nil {
 		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
 	}
+	if err := c.addStaticEventHandlers(staticInformer); err != nil {
+		return nil, err
+	}
+	if opts.IgnoreClusterSPIFFEIDs {
+		// Nothing reads pods then: asking for their informers would cache every pod of the
+		// cluster for no use.
+		return c, nil
+	}
+	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || csidInformer == nil {
+		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are ignored")
+	}
+	c.podLister = podInformer.Lister()
+	c.podIndexer = podInformer.Informer().GetIndexer()
+	c.namespaceLister = namespaceInformer.Lister()
+	c.nodeLister = nodeInformer.Lister()
+	c.csidLister = csidInformer.Lister()
+	c.sliceIndexer = sliceInformer.Informer().GetIndexer()
+	c.cachesSynced = append(c.cachesSynced,
+		sliceInformer.Informer().HasSynced,
+		podInformer.Informer().HasSynced,
+		namespaceInformer.Informer().HasSynced,
+		nodeInformer.Informer().HasSynced,
+		csidInformer.Informer().HasSynced,
+	)
 
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{
 		podUIDIndex:   indexPodByUID,
@@ -231,7 +247,7 @@ func NewController(
 	if err := sliceInformer.Informer().AddIndexers(cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
 		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 	}
-	if err := c.addEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer, staticInformer); err != nil {
+	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -252,6 +268,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if c.eventSink != nil {
 		c.eventBroadcaster.StartStructuredLogging(3)
 		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
+	} else {
+		// Without an API to record to, the log is the only place an Event can be read.
+		c.eventBroadcaster.StartStructuredLogging(0)
 	}
 	defer c.eventBroadcaster.Shutdown()
 

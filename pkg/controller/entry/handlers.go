@@ -34,17 +34,29 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
-// addEventHandlers maps every event to the keys it affects. Handlers run on the informers'
-// goroutines, so they only compute keys and enqueue; a ClusterSPIFFEID's fan-out to its pods
-// runs in its own worker.
-func (c *Controller) addEventHandlers(
+// addStaticEventHandlers maps ClusterStaticEntry events to their names.
+func (c *Controller) addStaticEventHandlers(staticInformer spireinformers.ClusterStaticEntryInformer) error {
+	_, err := staticInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueStatic(obj) },
+		UpdateFunc: c.onStaticUpdate,
+		DeleteFunc: func(obj any) { c.enqueueStatic(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("adding event handler: %w", err)
+	}
+	return nil
+}
+
+// addPodEventHandlers maps every event that can change a pod's entries to the pods it
+// affects. Handlers run on the informers' goroutines, so they only compute keys and enqueue; a
+// ClusterSPIFFEID's fan-out to its pods runs in its own worker.
+func (c *Controller) addPodEventHandlers(
 	logger klog.Logger,
 	podInformer coreinformers.PodInformer,
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	sliceInformer discoveryinformers.EndpointSliceInformer,
 	csidInformer spireinformers.ClusterSPIFFEIDInformer,
-	staticInformer spireinformers.ClusterStaticEntryInformer,
 ) error {
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -74,11 +86,6 @@ func (c *Controller) addEventHandlers(
 			AddFunc:    func(obj any) { c.enqueueIdentity(obj) },
 			UpdateFunc: c.onIdentityUpdate,
 			DeleteFunc: func(obj any) { c.enqueueIdentity(obj) },
-		}},
-		{staticInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueueStatic(obj) },
-			UpdateFunc: c.onStaticUpdate,
-			DeleteFunc: func(obj any) { c.enqueueStatic(obj) },
 		}},
 	}
 	for _, h := range handlers {

@@ -80,22 +80,9 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 	}
 	c.entries.replace(owned)
 
-	identities, err := c.activeIdentities()
+	declared, outcomes, err := c.declaredPods(ctx)
 	if err != nil {
 		return err
-	}
-	pods, err := c.podLister.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	var declared []*declaredEntry
-	outcomes := make(map[types.UID]podOutcomes, len(pods))
-	for _, pod := range pods {
-		ds, outs := c.declarePod(ctx, pod, identities)
-		declared = append(declared, ds...)
-		if len(outs) > 0 {
-			outcomes[pod.UID] = outs
-		}
 	}
 
 	statics, _, err := c.declaredStatics()
@@ -126,6 +113,32 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 		logger.Error(writeErr, "Some writes of the full resync failed; their pods and static entries are retried")
 	}
 	return nil
+}
+
+// declaredPods renders the entries every pod declares, and what became of each pod's
+// identities. It declares nothing when ClusterSPIFFEIDs are ignored.
+func (c *Controller) declaredPods(ctx context.Context) ([]*declaredEntry, map[types.UID]podOutcomes, error) {
+	outcomes := map[types.UID]podOutcomes{}
+	if c.opts.IgnoreClusterSPIFFEIDs {
+		return nil, outcomes, nil
+	}
+	identities, err := c.activeIdentities()
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := c.podLister.List(labels.Everything())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var declared []*declaredEntry
+	for _, pod := range pods {
+		ds, outs := c.declarePod(ctx, pod, identities)
+		declared = append(declared, ds...)
+		if len(outs) > 0 {
+			outcomes[pod.UID] = outs
+		}
+	}
+	return declared, outcomes, nil
 }
 
 // retryFailedWrites queues, with backoff, the pods and static entries whose writes failed.

@@ -225,6 +225,9 @@ func (c *Controller) writeStaticStatus(ctx context.Context, name string, o stati
 	if o.masked && !cse.Status.Masked {
 		c.recorder.Event(cse, corev1.EventTypeWarning, "Masked", ready.Message)
 	}
+	if c.spireAPI == nil {
+		return nil
+	}
 	if _, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
 	}
