@@ -74,35 +74,150 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
-// TestBadConfigStopsStartup runs the binary with broken configs: each must exit non-zero
-// before touching anything, with a message naming the field.
+// TestBadConfigStopsStartup runs the binary with broken configs and flags: each must exit
+// non-zero before touching anything, with a message naming the field (or, for a file that is
+// not YAML, the line).
 func TestBadConfigStopsStartup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	for _, tc := range []struct {
-		name, config, want string
+	// base is a valid config; most cases add one broken field to it.
+	const base = "apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: example.org\nclusterName: c\n"
+	const bare = "trustDomain: example.org\nclusterName: c\n"
+	cases := []struct {
+		name, config string
+		args         []string // extra flags
+		want         []string // what the output must name
 	}{
-		{"missing trust domain", "clusterName: c\n", "trustDomain"},
-		{"unknown field", "trustDomain: example.org\nclusterName: c\nspireSocket: /x\n", "spireSocket"},
-		{"zero gcInterval", "trustDomain: example.org\nclusterName: c\ngcInterval: 0s\n", "gcInterval"},
-		{"bad ignoreNamespaces", "trustDomain: example.org\nclusterName: c\nignoreNamespaces: [\"(\"]\n", "ignoreNamespaces[0]"},
-	} {
+		{name: "missing trust domain", config: "clusterName: c\n", want: []string{"trustDomain"}},
+		{name: "unknown field", config: bare + "spireSocket: /x\n", want: []string{"spireSocket"}},
+		{name: "zero gcInterval", config: bare + "gcInterval: 0s\n", want: []string{"gcInterval"}},
+		{name: "bad ignoreNamespaces", config: bare + "ignoreNamespaces: [\"(\"]\n", want: []string{"ignoreNamespaces[0]"}},
+
+		// Type of the file.
+		{name: "wrong apiVersion", config: "apiVersion: v1\n" + bare, want: []string{"apiVersion"}},
+		{name: "other group apiVersion", config: "apiVersion: spire.spiffe.io/v1beta1\n" + bare, want: []string{"apiVersion"}},
+		{name: "wrong kind", config: "kind: ConfigMap\n" + bare, want: []string{"kind"}},
+
+		// trustDomain and clusterName.
+		{name: "empty trust domain", config: "trustDomain: \"\"\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "upper-case trust domain", config: "trustDomain: Example.ORG\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "trust domain as URI", config: "trustDomain: spiffe://example.org\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "trust domain with a path", config: "trustDomain: example.org/ns\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "trust domain with a port", config: "trustDomain: example.org:8443\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "trust domain with a space", config: "trustDomain: example org\nclusterName: c\n", want: []string{"trustDomain"}},
+		{name: "missing cluster name", config: "trustDomain: example.org\n", want: []string{"clusterName"}},
+		{name: "empty file", config: "", want: []string{"trustDomain", "clusterName"}},
+
+		// clusterDomain, ignoreNamespaces, parentIDTemplate.
+		{name: "cluster domain with a leading dot", config: base + "clusterDomain: .cluster.local\n", want: []string{"clusterDomain"}},
+		{name: "cluster domain with a trailing dot", config: base + "clusterDomain: cluster.local.\n", want: []string{"clusterDomain"}},
+		{name: "second ignoreNamespaces bad", config: base + "ignoreNamespaces: [kube-system, \"[a-\"]\n", want: []string{"ignoreNamespaces[1]"}},
+		{name: "ignoreNamespaces bad repetition", config: base + "ignoreNamespaces: [\"*-system\"]\n", want: []string{"ignoreNamespaces[0]"}},
+		{name: "ignoreNamespaces as a string", config: base + "ignoreNamespaces: kube-system\n", want: []string{"ignoreNamespaces"}},
+		{name: "unterminated parentIDTemplate", config: base + "parentIDTemplate: \"spiffe://{{ .TrustDomain }}/{{ .NodeMeta.Name\"\n",
+			want: []string{"parentIDTemplate"}},
+		{name: "parentIDTemplate unknown function", config: base + "parentIDTemplate: \"spiffe://{{ nodeName }}/agent\"\n",
+			want: []string{"parentIDTemplate"}},
+		{name: "parentIDTemplate unclosed action", config: base + "parentIDTemplate: \"spiffe://x/{{ if .NodeMeta }}agent\"\n",
+			want: []string{"parentIDTemplate"}},
+
+		// gcInterval.
+		{name: "negative gcInterval", config: base + "gcInterval: -5s\n", want: []string{"gcInterval"}},
+		{name: "gcInterval not a duration", config: base + "gcInterval: abc\n", want: []string{"gcInterval"}},
+		{name: "gcInterval in days", config: base + "gcInterval: 1d\n", want: []string{"gcInterval"}},
+		{name: "fractional gcInterval", config: base + "gcInterval: 1.5\n", want: []string{"gcInterval"}},
+		{name: "negative integer gcInterval", config: base + "gcInterval: -1\n", want: []string{"gcInterval"}},
+		{name: "gcInterval as a list", config: base + "gcInterval: [10s]\n", want: []string{"gcInterval"}},
+
+		// Entry ID prefixes.
+		{name: "prefix with a dot", config: base + "entryIDPrefix: a.b\n", want: []string{"entryIDPrefix"}},
+		{name: "prefix with a space", config: base + "entryIDPrefix: \"my prefix\"\n", want: []string{"entryIDPrefix"}},
+		{name: "too long prefix", config: base + "entryIDPrefix: " + strings.Repeat("p", 65) + "\n", want: []string{"entryIDPrefix"}},
+		{name: "cleanup equal to prefix", config: base + "entryIDPrefix: a\nentryIDPrefixCleanup: a\n", want: []string{"entryIDPrefixCleanup"}},
+		{name: "cleanup of unprefixed without prefix", config: base + "entryIDPrefixCleanup: \"\"\n", want: []string{"entryIDPrefixCleanup"}},
+		{name: "cleanup with a slash", config: base + "entryIDPrefix: new\nentryIDPrefixCleanup: old/\n", want: []string{"entryIDPrefixCleanup"}},
+
+		// reconcile.
+		{name: "reconcile nothing", config: base + "reconcile: {}\n", want: []string{"reconcile"}},
+		{name: "reconcile all off", config: base + "reconcile:\n  clusterSPIFFEIDs: false\n  clusterStaticEntries: false\n  clusterFederatedTrustDomains: false\n",
+			want: []string{"reconcile"}},
+		{name: "reconcile misspelt kind", config: base + "reconcile:\n  clusterSPIFFEID: true\n", want: []string{"clusterSPIFFEID"}},
+		{name: "reconcile as a list", config: base + "reconcile: [clusterSPIFFEIDs]\n", want: []string{"reconcile"}},
+
+		// Serving.
+		{name: "metrics address without port", config: base + "metrics:\n  bindAddress: nowhere\n", want: []string{"metrics.bindAddress"}},
+		{name: "metrics address port only", config: base + "metrics:\n  bindAddress: \"8082\"\n", want: []string{"metrics.bindAddress"}},
+		{name: "metrics as a string", config: base + "metrics: \":8082\"\n", want: []string{"metrics"}},
+		{name: "health address port only", config: base + "health:\n  healthProbeBindAddress: \"8083\"\n", want: []string{"health.healthProbeBindAddress"}},
+		{name: "health address with a path", config: base + "health:\n  healthProbeBindAddress: localhost:8083/healthz\n", want: []string{"health.healthProbeBindAddress"}},
+		{name: "readiness name with a slash", config: base + "health:\n  readinessEndpointName: a/b\n", want: []string{"health.readinessEndpointName"}},
+		{name: "liveness name with a leading slash", config: base + "health:\n  livenessEndpointName: /healthz\n", want: []string{"health.livenessEndpointName"}},
+		{name: "liveness name with a query", config: base + "health:\n  livenessEndpointName: \"healthz?verbose\"\n", want: []string{"health.livenessEndpointName"}},
+		{name: "misspelt health field", config: base + "health:\n  healthProbeBindAdress: \":8083\"\n", want: []string{"healthProbeBindAdress"}},
+
+		// Leader election.
+		{name: "config map lock", config: base + "leaderElection:\n  resourceLock: configmaps\n", want: []string{"leaderElection.resourceLock"}},
+		{name: "endpoints lock", config: base + "leaderElection:\n  resourceLock: endpointsleases\n", want: []string{"leaderElection.resourceLock"}},
+		{name: "renew after lease", config: base + "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n", want: []string{"leaderElection.renewDeadline"}},
+		{name: "renew equal to lease", config: base + "leaderElection:\n  leaseDuration: 10s\n  renewDeadline: 10s\n", want: []string{"leaderElection.renewDeadline"}},
+		{name: "renew after default lease", config: base + "leaderElection:\n  renewDeadline: 20s\n", want: []string{"leaderElection.renewDeadline"}},
+		{name: "zero lease", config: base + "leaderElection:\n  leaseDuration: 0s\n", want: []string{"leaderElection.leaseDuration"}},
+		{name: "negative lease", config: base + "leaderElection:\n  leaseDuration: -15s\n", want: []string{"leaderElection.leaseDuration"}},
+		{name: "bad retry period", config: base + "leaderElection:\n  retryPeriod: often\n", want: []string{"leaderElection.retryPeriod"}},
+		{name: "leaderElect not a boolean", config: base + "leaderElection:\n  leaderElect: maybe\n", want: []string{"leaderElect"}},
+
+		// spire-controller-manager fields spire-registrar refuses by name.
+		{name: "logLevel", config: base + "logLevel: debug\n", want: []string{"logLevel"}},
+		{name: "webhook", config: base + "webhook:\n  port: 9443\n", want: []string{"webhook"}},
+		{name: "syncPeriod", config: base + "syncPeriod: 10s\n", want: []string{"syncPeriod"}},
+		{name: "cacheNamespace", config: base + "cacheNamespace: spire\n", want: []string{"cacheNamespace"}},
+		{name: "cacheNamespaces", config: base + "cacheNamespaces:\n  spire: {}\n", want: []string{"cacheNamespaces"}},
+		{name: "gracefulShutDown", config: base + "gracefulShutDown: 30s\n", want: []string{"gracefulShutDown"}},
+		{name: "controller", config: base + "controller:\n  groupKindConcurrency:\n    ClusterSPIFFEID.spire.spiffe.io: 5\n", want: []string{"controller"}},
+		{name: "validatingWebhookConfigurationName", config: base + "validatingWebhookConfigurationName: spire-webhook\n",
+			want: []string{"validatingWebhookConfigurationName"}},
+
+		// Decoding.
+		{name: "misspelt top-level field", config: base + "trustDomian: typo.org\n", want: []string{"trustDomian"}},
+		{name: "misspelt nested field", config: base + "metrics:\n  bindAdress: \":8082\"\n", want: []string{"bindAdress"}},
+		{name: "duplicate key", config: base + "trustDomain: other.org\n", want: []string{"trustDomain"}},
+		{name: "cluster name as a list", config: "trustDomain: example.org\nclusterName: [a, b]\n", want: []string{"clusterName"}},
+		{name: "watchClassless not a boolean", config: base + "watchClassless: sometimes\n", want: []string{"watchClassless"}},
+		{name: "metadata as a string", config: base + "metadata: config\n", want: []string{"metadata"}},
+		{name: "unclosed flow sequence", config: base + "ignoreNamespaces: [kube-system\n", want: []string{"yaml: line"}},
+		{name: "tab indentation", config: base + "metrics:\n\tbindAddress: \":8082\"\n", want: []string{"yaml: line"}},
+		{name: "several problems", config: "apiVersion: v2\ntrustDomain: example.org\nclusterName: c\ngcInterval: 0s\nlogLevel: info\n",
+			want: []string{"apiVersion", "gcInterval", "logLevel"}},
+
+		// Flags.
+		{name: "zero workers", config: base, args: []string{"--workers", "0"}, want: []string{"--workers"}},
+		{name: "missing config file", args: []string{"--config", "/nonexistent/config.yaml"}, want: []string{"/nonexistent/config.yaml"}},
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "--config", writeFile(t, tc.config), "--kubeconfig", "/nonexistent")
+			args := []string{"--kubeconfig", "/nonexistent"}
+			if tc.config != "" || tc.args == nil {
+				args = append(args, "--config", writeFile(t, tc.config))
+			}
+			cmd := exec.CommandContext(ctx, bin, append(args, tc.args...)...)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 				t.Fatalf("exit = %v, want a non-zero exit\n%s", err, out)
 			}
-			if !strings.Contains(string(out), tc.want) {
-				t.Errorf("output does not name %q:\n%s", tc.want, out)
+			for _, want := range tc.want {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output does not name %q:\n%s", want, out)
+				}
 			}
+			t.Logf("%s", bytes.TrimSpace(out))
 		})
 	}
+	t.Logf("%d bad configs stopped start-up", len(cases))
 	out, err := exec.Command(bin, "--kubeconfig", "/nonexistent").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Errorf("running without --config: err=%v, output:\n%s", err, out)

@@ -213,6 +213,8 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"dotted cluster domain", minimal + "clusterDomain: .cluster.local\n", "clusterDomain"},
 		{"bad metrics address", minimal + "metrics:\n  bindAddress: nowhere\n", "metrics.bindAddress"},
 		{"bad health address", minimal + "health:\n  healthProbeBindAddress: \"8083\"\n", "health.healthProbeBindAddress"},
+		{"health address with a path", minimal + "health:\n  healthProbeBindAddress: localhost:8083/healthz\n", "health.healthProbeBindAddress"},
+		{"metrics port out of range", minimal + "metrics:\n  bindAddress: \":70000\"\n", "metrics.bindAddress"},
 		{"bad readiness name", minimal + "health:\n  readinessEndpointName: a/b\n", "health.readinessEndpointName"},
 		{"config map lock", minimal + "leaderElection:\n  resourceLock: configmaps\n", "leaderElection.resourceLock"},
 		{"renew after lease", minimal + "leaderElection:\n  leaseDuration: 5s\n  renewDeadline: 10s\n", "leaderElection.renewDeadline"},

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -188,8 +189,14 @@ func validateAddress(path *field.Path, addr string) field.ErrorList {
 	if addr == DisabledAddress {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return field.ErrorList{field.Invalid(path, addr, "want host:port, :port, or \"0\" to disable")}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		// SplitHostPort does not look at the port: "localhost:8083/healthz" would only fail
+		// later, when the server starts listening.
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return field.ErrorList{field.Invalid(path, addr, "want host:port with a numeric port, :port, or \"0\" to disable")}
 	}
 	return nil
 }
