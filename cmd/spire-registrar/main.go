@@ -14,8 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command spire-registrar keeps a SPIRE server's registration entries equal to what the
-// cluster's ClusterSPIFFEID resources declare.
+// Command spire-registrar keeps a SPIRE server's registration entries and federation
+// relationships equal to what the cluster's ClusterSPIFFEID, ClusterStaticEntry and
+// ClusterFederatedTrustDomain resources declare, or, in static mode, what manifest files do.
 package main
 
 import (
@@ -94,7 +95,14 @@ func run(ctx context.Context, opts options) error {
 		return err
 	}
 	opts.override(cfg)
-	if cfg.ClusterDomain == "" {
+	static := cfg.StaticManifestPath != ""
+	if static && cfg.LeaderElection.Enabled {
+		return fmt.Errorf("--leader-elect is not available with staticManifestPath: static mode has no Kubernetes API to hold a Lease in")
+	}
+	if static && (opts.kubeconfig != "" || opts.master != "") {
+		logger.Info("Warning: --kubeconfig and --master are not used in static mode")
+	}
+	if !static && cfg.ClusterDomain == "" {
 		detectCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		domain, err := app.DetectClusterDomain(detectCtx)
 		cancel()
@@ -104,24 +112,6 @@ func run(ctx context.Context, opts options) error {
 			cfg.ClusterDomain = domain
 			logger.Info("Detected cluster domain", "clusterDomain", domain)
 		}
-	}
-
-	// With neither flag set this falls back to the in-cluster config.
-	restConfig, err := clientcmd.BuildConfigFromFlags(opts.master, opts.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("building Kubernetes client config: %w", err)
-	}
-	restConfig = rest.CopyConfig(restConfig)
-	restConfig.UserAgent = "spire-registrar"
-	// Status writes for many ClusterSPIFFEIDs and Events come in bursts.
-	restConfig.QPS, restConfig.Burst = 50, 100
-	kubeClient, err := clientset.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	spireAPIClient, err := spireclientset.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
 	}
 
 	spireClient, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
@@ -144,7 +134,7 @@ func run(ctx context.Context, opts options) error {
 
 	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
 		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.workers,
-		"leaderElection", cfg.LeaderElection.Enabled)
+		"leaderElection", cfg.LeaderElection.Enabled, "staticManifestPath", cfg.StaticManifestPath)
 	// Metrics count the RPCs SPIRE serves; concurrent workers' entry writes share them.
 	var api spire.API = metrics.InstrumentSPIRE(spireClient)
 	if opts.dryRun {
@@ -155,6 +145,33 @@ func run(ctx context.Context, opts options) error {
 		defer batched.Close()
 		api = batched
 	}
+	if static {
+		logger.Info("Static mode: the manifests of staticManifestPath are the declared state; no Kubernetes API is used")
+		return app.RunStatic(ctx, cfg, api, opts.dryRun, opts.workers, health)
+	}
+	return runInCluster(ctx, opts, cfg, api, health)
+}
+
+// runInCluster runs the controllers on a Kubernetes API, under leader election when asked.
+func runInCluster(ctx context.Context, opts options, cfg *config.Config, api spire.API, health *app.Health) error {
+	// With neither flag set this falls back to the in-cluster config.
+	restConfig, err := clientcmd.BuildConfigFromFlags(opts.master, opts.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client config: %w", err)
+	}
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.UserAgent = "spire-registrar"
+	// Status writes for many ClusterSPIFFEIDs and Events come in bursts.
+	restConfig.QPS, restConfig.Burst = 50, 100
+	kubeClient, err := clientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	spireAPIClient, err := spireclientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
+	}
+
 	runControllers := func(ctx context.Context) error {
 		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
 		kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)

@@ -90,6 +90,12 @@ type Config struct {
 	// Reconcile says which kinds are reconciled; all by default.
 	Reconcile Reconcile
 
+	// StaticManifestPath, when set, runs spire-registrar without Kubernetes: the
+	// ClusterStaticEntry and ClusterFederatedTrustDomain manifests of this directory are the
+	// declared state. ExpandEnvStaticManifests expands $VAR in them first.
+	StaticManifestPath       string
+	ExpandEnvStaticManifests bool
+
 	ignoreNamespaces []*regexp.Regexp
 }
 

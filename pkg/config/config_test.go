@@ -194,6 +194,27 @@ func TestClassMatches(t *testing.T) {
 	}
 }
 
+func TestStaticMode(t *testing.T) {
+	cfg, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /etc/spire/manifests\nexpandEnvStaticManifests: true\n"))
+	if err != nil {
+		t.Fatalf("static mode needs no clusterName: %v", err)
+	}
+	if cfg.StaticManifestPath != "/etc/spire/manifests" || !cfg.ExpandEnvStaticManifests {
+		t.Errorf("static settings = %q %v", cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests)
+	}
+	// Static mode reconciles what files can declare; ClusterSPIFFEIDs select pods.
+	if want := (Reconcile{ClusterStaticEntries: true, ClusterFederatedTrustDomains: true}); cfg.Reconcile != want {
+		t.Errorf("Reconcile = %+v, want %+v", cfg.Reconcile, want)
+	}
+	only, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /m\nreconcile: {clusterFederatedTrustDomains: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Reconcile{ClusterFederatedTrustDomains: true}); only.Reconcile != want {
+		t.Errorf("Reconcile = %+v, want %+v", only.Reconcile, want)
+	}
+}
+
 func TestInvalidConfigNamesTheField(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, field string
@@ -223,7 +244,11 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"cleanup equal to prefix", minimal + "entryIDPrefix: a\nentryIDPrefixCleanup: a\n", "entryIDPrefixCleanup"},
 		{"cleanup of unprefixed without prefix", minimal + "entryIDPrefixCleanup: \"\"\n", "entryIDPrefixCleanup"},
 		{"reconcile nothing", minimal + "reconcile: {}\n", "reconcile"},
-		{"unsupported static manifests", minimal + "staticManifestPath: /m\n", "staticManifestPath"},
+		{"empty staticManifestPath", minimal + "staticManifestPath: \"\"\n", "staticManifestPath"},
+		{"expandEnv without static mode", minimal + "expandEnvStaticManifests: true\n", "expandEnvStaticManifests"},
+		{"ClusterSPIFFEIDs in static mode", minimal + "staticManifestPath: /m\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true}\n",
+			"reconcile.clusterSPIFFEIDs"},
+		{"leader election in static mode", minimal + "staticManifestPath: /m\nleaderElection: {leaderElect: true}\n", "leaderElection.leaderElect"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},
 	} {

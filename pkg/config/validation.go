@@ -71,7 +71,7 @@ func (f *File) Validate() (*Config, error) {
 		cfg.TrustDomain = td
 	}
 
-	if f.ClusterName == "" {
+	if f.ClusterName == "" && f.StaticManifestPath == nil {
 		errs = append(errs, field.Required(field.NewPath("clusterName"), "the cluster name SPIRE's k8s_psat attestor uses"))
 	}
 	if f.ClusterDomain != "" && strings.Trim(f.ClusterDomain, ".") != f.ClusterDomain {
@@ -117,6 +117,7 @@ func (f *File) Validate() (*Config, error) {
 	errs = append(errs, f.validatePrefixes(cfg)...)
 	errs = append(errs, f.validateServing(cfg)...)
 	errs = append(errs, f.validateLeaderElection(cfg)...)
+	errs = append(errs, f.validateStaticMode(cfg)...)
 	errs = append(errs, f.unsupported()...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
@@ -244,6 +245,32 @@ func (f *File) validateLeaderElection(cfg *Config) field.ErrorList {
 	return errs
 }
 
+// validateStaticMode applies staticManifestPath, which replaces the Kubernetes API with a
+// directory of manifests, and refuses what needs that API.
+func (f *File) validateStaticMode(cfg *Config) field.ErrorList {
+	if f.StaticManifestPath == nil {
+		if f.ExpandEnvStaticManifests {
+			return field.ErrorList{field.Invalid(field.NewPath("expandEnvStaticManifests"), true, "only has an effect with staticManifestPath")}
+		}
+		return nil
+	}
+	var errs field.ErrorList
+	cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests = *f.StaticManifestPath, f.ExpandEnvStaticManifests
+	if cfg.StaticManifestPath == "" {
+		errs = append(errs, field.Required(field.NewPath("staticManifestPath"), "the directory of ClusterStaticEntry and ClusterFederatedTrustDomain manifests"))
+	}
+	if f.Reconcile != nil && f.Reconcile.ClusterSPIFFEIDs {
+		errs = append(errs, field.Forbidden(field.NewPath("reconcile", "clusterSPIFFEIDs"),
+			"not available with staticManifestPath: ClusterSPIFFEIDs select pods, and static mode has no cluster"))
+	}
+	cfg.Reconcile.ClusterSPIFFEIDs = false
+	if cfg.LeaderElection.Enabled {
+		errs = append(errs, field.Forbidden(field.NewPath("leaderElection", "leaderElect"),
+			"not available with staticManifestPath: static mode has no Kubernetes API to hold a Lease in"))
+	}
+	return errs
+}
+
 // unsupported rejects every spire-controller-manager field that is set but not implemented.
 func (f *File) unsupported() field.ErrorList {
 	var errs field.ErrorList
@@ -252,8 +279,6 @@ func (f *File) unsupported() field.ErrorList {
 			errs = append(errs, field.Forbidden(field.NewPath(path), notSupported))
 		}
 	}
-	reject(f.StaticManifestPath != nil, "staticManifestPath")
-	reject(f.ExpandEnvStaticManifests, "expandEnvStaticManifests")
 	reject(f.LogLevel != "", "logLevel")
 	reject(f.ValidatingWebhookConfigurationName != "", "validatingWebhookConfigurationName")
 	reject(len(f.Webhook) > 0, "webhook")

@@ -79,6 +79,13 @@ var (
 		Namespace: namespace, Name: "last_full_resync_duration_seconds",
 		Help: "Duration of the last full resync, by controller.",
 	}, []string{"controller"})
+
+	// StaticManifestErrors is how many problems the last read of the static manifest
+	// directory found: files that do not decode, and resources declared twice.
+	StaticManifestErrors = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "static_manifest_errors",
+		Help: "Problems found by the last read of the static manifest directory (static mode only).",
+	})
 )
 
 func init() {
@@ -86,7 +93,7 @@ func init() {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
-		FullResyncs, LastFullResyncTime, LastFullResyncDuration,
+		FullResyncs, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
 	)
 	registerWorkqueueMetrics()
 }
