@@ -238,13 +238,13 @@ func NewController(
 		csidInformer.Informer().HasSynced,
 	)
 
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{
+	if err := runner.AddIndexers(podInformer.Informer(), cache.Indexers{
 		podUIDIndex:   indexPodByUID,
 		nodeNameIndex: indexPodByNodeName,
 	}); err != nil {
 		return nil, fmt.Errorf("adding pod indexes: %w", err)
 	}
-	if err := sliceInformer.Informer().AddIndexers(cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
+	if err := runner.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
 		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 	}
 	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer); err != nil {
