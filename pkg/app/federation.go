@@ -53,5 +53,7 @@ func federationOptions(cfg *config.Config) federation.Options {
 		TrustDomain:    cfg.TrustDomain,
 		ClassMatches:   cfg.ClassMatches,
 		ResyncInterval: cfg.GCInterval,
+		// A class or an entry ID prefix says the SPIRE server has other owners.
+		SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
 	}
 }

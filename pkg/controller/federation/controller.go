@@ -67,6 +67,10 @@ type Options struct {
 	ClassMatches func(className string) bool
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
+	// SharedServer says other owners keep relationships on the SPIRE server too: the
+	// controller then deletes only relationships it saw its own resources give up (see
+	// ownership.go), instead of every relationship no resource declares.
+	SharedServer bool
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -76,8 +80,8 @@ type Options struct {
 // the informer's index and diffs the oldest one against the relationship cache, so an event
 // costs no SPIRE read. A full resync at start and every ResyncInterval diffs everything
 // against a fresh list; it repairs changes made behind the controller's back. SPIRE holds at
-// most one relationship per trust domain, and every relationship is the controller's: one no
-// resource declares is deleted.
+// most one relationship per trust domain. Unless the server is shared, every relationship is
+// the controller's: one no resource declares is deleted.
 type Controller struct {
 	opts  Options
 	spire spire.FederationClient
@@ -92,6 +96,9 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	relationships *relationshipCache
+	// released are trust domains this controller's resources gave up; on a shared server
+	// only those are deleted.
+	released releasedTrustDomains
 
 	// resyncLock lets key syncs run concurrently (read) but never alongside a full resync
 	// (write), which replaces the cache under them.
@@ -149,7 +156,7 @@ func NewController(
 		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
 	}
 
-	if err := cftdInformer.Informer().AddIndexers(cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
+	if err := runner.AddIndexers(cftdInformer.Informer(), cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
 		return nil, fmt.Errorf("adding trust domain index: %w", err)
 	}
 	if err := c.addEventHandlers(cftdInformer); err != nil {

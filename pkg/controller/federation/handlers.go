@@ -32,7 +32,7 @@ func (c *Controller) addEventHandlers(cftdInformer spireinformers.ClusterFederat
 	_, err := cftdInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: c.onUpdate,
-		DeleteFunc: c.enqueue,
+		DeleteFunc: c.onDelete,
 	})
 	if err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
@@ -84,8 +84,16 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 		return
 	}
 	oldKey, newKey := keyOf(oldCFTD.Spec.TrustDomain), keyOf(newCFTD.Spec.TrustDomain)
+	c.releaseOnChange(oldCFTD, newCFTD)
 	c.queue.Add(newKey)
 	if oldKey != newKey {
 		c.queue.Add(oldKey)
+	}
+}
+
+func (c *Controller) onDelete(obj any) {
+	if cftd, ok := unwrap(obj); ok {
+		c.releaseOnDelete(cftd)
+		c.queue.Add(keyOf(cftd.Spec.TrustDomain))
 	}
 }

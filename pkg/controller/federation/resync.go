@@ -60,8 +60,11 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	}
 	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
 	c.report(ctx, problems)
-	p := reconcile(decls, c.relationships.all())
+	p := reconcile(decls, c.managed(c.relationships.all(), decls, cftds))
 	writeErr := c.finalize(ctx, p)
+	if writeErr == nil {
+		c.released.forget(p.toDelete...)
+	}
 
 	logger.V(2).Info("Full resync done", "duration", time.Since(start), "relationships", len(rels),
 		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),

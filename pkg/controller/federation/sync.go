@@ -52,7 +52,10 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 	if r := c.relationships.get(trustDomain); r != nil {
 		current[trustDomain] = r
 	}
-	writeErr := c.finalize(ctx, reconcile(decls, current))
+	writeErr := c.finalize(ctx, reconcile(decls, c.managed(current, decls, cftds)))
+	if writeErr == nil {
+		c.released.forget(trustDomain)
+	}
 	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, problems, writeErr)); statusErr != nil && writeErr == nil {
 		return statusErr
 	}
