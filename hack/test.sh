@@ -8,7 +8,9 @@
 #      inside go test's timeout;
 #   2. hack/verify-codegen.sh: the generated code matches the API types;
 #   3. go vet ./...;
-#   4. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test).
+#   4. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
+#   5. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
+#      shallow crashes in new code; longer runs are `hack/fuzz.sh 10m`.
 # Each step's duration is printed. Needs Go, gcc (cgo, for -race and spire-server's sqlite)
 # and the Go module proxy; nothing else from the network and nothing on PATH besides go.
 set -euo pipefail
@@ -35,4 +37,5 @@ step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh
 step "verify generated code (hack/verify-codegen.sh)" hack/verify-codegen.sh
 step "go vet" go vet ./...
 step "go test -race" go test -race -timeout 30m "$@" ./...
+step "short fuzz run (hack/fuzz.sh)" hack/fuzz.sh "${FUZZTIME:-3s}"
 echo "=== test: all passed in $((SECONDS - total))s"
