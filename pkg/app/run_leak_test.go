@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -265,5 +267,59 @@ func TestRunLeavesNoGoroutineBehind(t *testing.T) {
 	t.Logf("Run returned %v after cancel", time.Since(start).Round(time.Millisecond))
 	stopped = true
 	closeSPIRE()
+	expectNoLeakedGoroutines(t, before, 5*time.Second)
+}
+
+// TestRunStaticLeavesNoGoroutineBehind is the same check for static mode: its file poller,
+// informers and watch broadcasters stop with RunStatic.
+func TestRunStaticLeavesNoGoroutineBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real spire-server")
+	}
+	spireServer := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
+	testCtx, testCancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer testCancel()
+	dir := t.TempDir()
+	manifest := "apiVersion: spire.spiffe.io/v1alpha1\nkind: ClusterStaticEntry\nmetadata: {name: db}\n" +
+		"spec: {spiffeID: spiffe://example.org/db, parentID: spiffe://example.org/spire/server, selectors: [unix:uid:999]}\n" +
+		"---\napiVersion: spire.spiffe.io/v1alpha1\nkind: ClusterFederatedTrustDomain\nmetadata: {name: partner}\n" +
+		"spec: {trustDomain: partner.org, bundleEndpointURL: \"https://127.0.0.1:1/bundle\", bundleEndpointProfile: {type: https_web}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "m.yaml"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte("trustDomain: example.org\nstaticManifestPath: " + dir + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	before := goroutineIDs()
+	client, err := spire.Dial(testCtx, spireServer.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched := spire.NewBatchedAPI(client, spire.BatchingOptions{})
+	ctx, cancel := context.WithCancel(testCtx)
+	health := &app.Health{}
+	done := make(chan error, 1)
+	go func() { done <- app.RunStatic(ctx, cfg, batched, false, 2, health) }()
+	if err := wait.PollUntilContextTimeout(testCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		entries, err := spireServer.EntryShow(ctx)
+		rels, relErr := spireServer.FederationShow(ctx)
+		return health.Ready() == nil && err == nil && relErr == nil && len(entries) == 1 && len(rels) == 1, nil
+	}); err != nil {
+		t.Fatalf("static mode did not converge: %v", err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("RunStatic: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunStatic still running 30s after its context was cancelled")
+	}
+	batched.Close()
+	_ = client.Close()
 	expectNoLeakedGoroutines(t, before, 5*time.Second)
 }
