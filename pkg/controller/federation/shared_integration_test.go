@@ -26,10 +26,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
@@ -47,23 +45,8 @@ func TestTwoClassesShareOneServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
-	kube := realcluster.NewKube(t, realcluster.KubeOptions{})
-	spireServer := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
-	crdDir, err := realcluster.CRDsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), crdDir); err != nil {
-		t.Fatal(err)
-	}
-	kubeClient, err := kubernetes.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack := realcluster.NewStack(t)
+	spireServer, kubeClient, spireAPI := stack.SPIRE, stack.Client, stack.SpireAPI
 	client, err := spire.Dial(ctx, spireServer.SocketPath())
 	if err != nil {
 		t.Fatal(err)
