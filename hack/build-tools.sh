@@ -11,7 +11,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BIN=${SPIRE_REGISTRAR_TOOLS_BIN:-"$ROOT/_output/bin"}
+BIN=${SPIRE_REGISTRAR_TOOLS_BIN:-"${XDG_CACHE_HOME:-$HOME/.cache}/spire-registrar/bin"}
 mkdir -p "$BIN"
 
 # stamp_of prints what a tool module's binaries depend on: its module files and the toolchain.

@@ -34,7 +34,7 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
-// ModulePath is the module whose root holds hack/build-tools.sh and _output/bin.
+// ModulePath is the module whose root holds hack/build-tools.sh.
 const ModulePath = "github.com/spire-registrar/spire-registrar"
 
 // ToolsBinEnv names the environment variable that overrides where the real
@@ -90,17 +90,19 @@ func isModuleRoot(dir string) bool {
 	return modfile.ModulePath(data) == ModulePath
 }
 
-// BinDir returns the directory holding the real binaries: $SPIRE_REGISTRAR_TOOLS_BIN
-// if set, otherwise <repo root>/_output/bin.
+// BinDir returns the directory holding the real binaries: $SPIRE_REGISTRAR_TOOLS_BIN if set,
+// otherwise spire-registrar/bin under the user's cache directory ($XDG_CACHE_HOME or
+// ~/.cache), as envtest keeps its binaries: they take long to build and depend only on the
+// pinned tool modules, so every clone on the machine shares them.
 func BinDir() (string, error) {
 	if dir := os.Getenv(ToolsBinEnv); dir != "" {
 		return filepath.Abs(dir)
 	}
-	root, err := RepoRoot()
+	cache, err := os.UserCacheDir()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("no directory for the real binaries: set %s (%w)", ToolsBinEnv, err)
 	}
-	return filepath.Join(root, "_output", "bin"), nil
+	return filepath.Join(cache, "spire-registrar", "bin"), nil
 }
 
 // buildMu serialises builds within this process; buildLock (a file lock)

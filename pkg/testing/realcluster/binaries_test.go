@@ -57,6 +57,7 @@ func fakeRepo(t *testing.T) string {
 	}
 	t.Chdir(sub)
 	t.Setenv(ToolsBinEnv, "")
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(root, "cache"))
 	return root
 }
 
@@ -87,7 +88,7 @@ func TestBinariesBuildsMissingOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, "_output", "bin")
+	bin := filepath.Join(root, "cache", "spire-registrar", "bin")
 	if paths[0] != filepath.Join(bin, "one") || paths[1] != filepath.Join(bin, "two") {
 		t.Fatalf("paths %v", paths)
 	}

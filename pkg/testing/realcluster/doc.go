@@ -17,7 +17,7 @@ limitations under the License.
 // Package realcluster starts real etcd, kube-apiserver and spire-server
 // processes on 127.0.0.1 for integration tests and for hack/local-up.
 //
-// The binaries come from _output/bin (or $SPIRE_REGISTRAR_TOOLS_BIN) and are
+// The binaries come from the per-user cache (see BinDir) and are
 // built from the pinned modules under hack/tools by hack/build-tools.sh when
 // missing. Only kube-apiserver and etcd run on the Kubernetes side: no
 // scheduler, controller-manager or kubelet, so Nodes and bound Pods are
