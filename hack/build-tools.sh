@@ -2,11 +2,19 @@
 # Copyright 2026 The spire-registrar Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# Builds the real components the tests and `make run` use — etcd, kube-apiserver, kubectl and
-# spire-server — from the Go modules pinned under hack/tools, into _output/bin.
+# Builds the real components the tests, `make run` and `make bench` use from the Go modules
+# pinned under hack/tools, into a per-user cache shared by every clone on the machine
+# (${XDG_CACHE_HOME:-~/.cache}/spire-registrar/bin, or $SPIRE_REGISTRAR_TOOLS_BIN):
 #
+#   hack/tools/kube        etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl
+#   hack/tools/spire       spire-server, spire-agent (SPIRE 1.15.3, what the Helm chart runs)
+#   hack/tools/spire-1.13  spire-server-1.13 (one test checks an older server)
+#   hack/tools/kwok        kwok (plays the kubelet for fake nodes)
+#   hack/tools/scm         spire-controller-manager (v0.7.0, the drop-in anchor)
+#
+# With no arguments it builds what `make test` needs (kubectl is left out: no test needs it).
 # Each binary is rebuilt only when its pinned module files or the Go version change: a stamp
-# beside the binary records what it was built from. A cold build takes several minutes on two
+# beside the binary records what it was built from. A cold build takes tens of minutes on two
 # cores; a warm call returns at once.
 set -euo pipefail
 
@@ -54,14 +62,21 @@ build() {
   echo "build-tools: built $name in $((SECONDS - start))s"
 }
 
-want=${*:-etcd kube-apiserver kubectl spire-server}
+TOOLS=$ROOT/hack/tools
+want=${*:-etcd kube-apiserver spire-server spire-agent kube-scheduler kube-controller-manager kwok spire-controller-manager spire-server-1.13}
 for tool in $want; do
   case $tool in
-    etcd)           build etcd "$ROOT/hack/tools/kube" ./etcd ;;
-    kube-apiserver) build kube-apiserver "$ROOT/hack/tools/kube" k8s.io/kubernetes/cmd/kube-apiserver ;;
-    kubectl)        build kubectl "$ROOT/hack/tools/kube" k8s.io/kubernetes/cmd/kubectl ;;
+    etcd)                    build etcd "$TOOLS/kube" ./etcd ;;
+    kube-apiserver)          build kube-apiserver "$TOOLS/kube" k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kube-scheduler)          build kube-scheduler "$TOOLS/kube" k8s.io/kubernetes/cmd/kube-scheduler ;;
+    kube-controller-manager) build kube-controller-manager "$TOOLS/kube" k8s.io/kubernetes/cmd/kube-controller-manager ;;
+    kubectl)                 build kubectl "$TOOLS/kube" k8s.io/kubernetes/cmd/kubectl ;;
     # spire-server's sqlite datastore needs cgo.
-    spire-server)   CGO_ENABLED_FOR=1 build spire-server "$ROOT/hack/tools/spire" github.com/spiffe/spire/cmd/spire-server ;;
+    spire-server)            CGO_ENABLED_FOR=1 build spire-server "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-server ;;
+    spire-agent)             build spire-agent "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-agent ;;
+    spire-server-1.13)       CGO_ENABLED_FOR=1 build spire-server-1.13 "$TOOLS/spire-1.13" github.com/spiffe/spire/cmd/spire-server ;;
+    kwok)                    build kwok "$TOOLS/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
+    spire-controller-manager) build spire-controller-manager "$TOOLS/scm" github.com/spiffe/spire-controller-manager/cmd ;;
     *) echo "build-tools: unknown tool $tool" >&2; exit 2 ;;
   esac
 done
