@@ -69,6 +69,7 @@ type Client struct {
 	BatchSize int
 
 	conn    *grpc.ClientConn // nil when built by New over a caller's connection
+	cc      grpc.ClientConnInterface
 	entries entryv1.EntryClient
 	tds     trustdomainv1.TrustDomainClient
 
@@ -128,6 +129,7 @@ func Dial(ctx context.Context, socketPath string, opts ...grpc.DialOption) (*Cli
 // owning: Close does not close it.
 func New(cc grpc.ClientConnInterface) *Client {
 	return &Client{
+		cc:            cc,
 		entries:       entryv1.NewEntryClient(cc),
 		tds:           trustdomainv1.NewTrustDomainClient(cc),
 		readyDelay:    200 * time.Millisecond,
