@@ -36,11 +36,11 @@ func encodeCABundle(authorities []*x509.Certificate) []byte {
 	return buf.Bytes()
 }
 
-// serviceDNSNames are the names the serving certificate must carry: <service>.<namespace>.svc
-// of every webhook that calls a Service, sorted and without repeats. Webhooks that call a URL
-// (as tests do) add none.
-func serviceDNSNames(config *admissionregistrationv1.ValidatingWebhookConfiguration) []string {
-	var names []string
+// certificateDNSNames are the names the serving certificate must carry: <service>.<namespace>.svc
+// of every webhook that calls a Service, and the extra names given, sorted and without repeats.
+// Webhooks that call a URL add none: their host is one of the extra names.
+func certificateDNSNames(config *admissionregistrationv1.ValidatingWebhookConfiguration, extra []string) []string {
+	names := slices.Clone(extra)
 	for _, hook := range config.Webhooks {
 		svc := hook.ClientConfig.Service
 		if svc == nil || svc.Name == "" || svc.Namespace == "" {

@@ -64,6 +64,9 @@ type Options struct {
 	Port int
 	// ID is the SPIFFE ID of the serving certificate.
 	ID *url.URL
+	// DNSNames are added to the certificate besides those of the webhooks' Services: the
+	// host of a webhook called by URL (as when running outside the cluster).
+	DNSNames []string
 	// Minter mints the certificate and reads SPIRE's authorities.
 	Minter Minter
 	// KubeClient reads and patches the ValidatingWebhookConfiguration.
@@ -210,7 +213,7 @@ func (w *Webhook) refresh(ctx context.Context, config *admissionregistrationv1.V
 		return err
 	}
 	caBundle := encodeCABundle(authorities)
-	dnsNames := serviceDNSNames(config)
+	dnsNames := certificateDNSNames(config, w.opts.DNSNames)
 	reason, err := w.cert.rotateIfNeeded(ctx, dnsNames)
 	if err != nil {
 		return err

@@ -62,15 +62,15 @@ func TestRotationReason(t *testing.T) {
 	}
 }
 
-func TestServiceDNSNames(t *testing.T) {
+func TestCertificateDNSNames(t *testing.T) {
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{Webhooks: []admissionregistrationv1.ValidatingWebhook{
 		{Name: "b", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "spire", Name: "web"}}},
 		{Name: "a", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "spire", Name: "web"}}},
 		{Name: "c", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "other", Name: "hook"}}},
 		{Name: "url", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: new("https://127.0.0.1:9443/x")}},
 	}}
-	want := []string{"hook.other.svc", "web.spire.svc"}
-	if diff := cmp.Diff(want, serviceDNSNames(config)); diff != "" {
+	want := []string{"hook.other.svc", "localhost", "web.spire.svc"}
+	if diff := cmp.Diff(want, certificateDNSNames(config, []string{"localhost", "web.spire.svc"})); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
 }
