@@ -4,7 +4,7 @@
 #
 # The spire-registrar image: a fully static binary (no cgo, so no libc) on distroless/static,
 # running as the distroless nonroot user. Build with: docker build -t spire-registrar .
-# pkg/deploy's tests check that the binary built this way is static.
+# The tests in test/image check that the binary built this way is static.
 
 # The builder runs on the build machine's platform and cross-compiles for the target one.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
@@ -14,7 +14,7 @@ WORKDIR /src
 # Modules first, so that a source change does not download them again.
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
-# Only what the binary is built from (pkg/deploy's tests check the list is complete).
+# Only what the binary is built from (test/image checks the list is complete).
 COPY cmd/ cmd/
 COPY generated/ generated/
 COPY pkg/ pkg/

@@ -3,16 +3,21 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The full test run (what `make test` and CI run). In order, stopping at the first failure:
-#   1. hack/build-tools.sh: build the real etcd, kube-apiserver, kubectl and spire-server from
-#      their pinned modules, so that on a cold machine the long build happens here and not
-#      inside go test's timeout;
-#   2. hack/verify-codegen.sh: the generated code matches the API types;
-#   3. go vet ./...;
-#   4. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
-#   5. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
+#   1. hack/verify-gofmt.sh: hand-written Go is gofmt-formatted;
+#   2. hack/verify-gomod.sh: go.mod and go.sum are what `go mod tidy` writes;
+#   3. hack/verify-codegen.sh: the generated code matches the API types;
+#   4. go vet ./...;
+#   5. hack/verify-lint.sh: golangci-lint, pinned in hack/tools/lint, with .golangci.yml's
+#      linters (its first run builds it: a few minutes);
+#   6. hack/build-tools.sh: build the real etcd, kube-apiserver and spire-server from their
+#      pinned modules, so that on a cold machine the long build happens here and not inside go
+#      test's timeout (no test needs kubectl: manifests are rendered with kustomize's library);
+#   7. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
+#   8. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
 #      shallow crashes in new code; longer runs are `hack/fuzz.sh 10m`.
-# Each step's duration is printed. Needs Go, gcc (cgo, for -race and spire-server's sqlite)
-# and the Go module proxy; nothing else from the network and nothing on PATH besides go.
+# The static checks come first so that a formatting or lint slip fails in minutes, not after
+# the build. Each step's duration is printed. Needs Go, gcc (cgo, for -race and spire-server's
+# sqlite) and the Go module proxy; nothing else from the network and nothing on PATH besides go.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -33,9 +38,12 @@ step() {
 }
 
 total=$SECONDS
-step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh
+step "gofmt (hack/verify-gofmt.sh)" hack/verify-gofmt.sh
+step "go mod tidy (hack/verify-gomod.sh)" hack/verify-gomod.sh
 step "verify generated code (hack/verify-codegen.sh)" hack/verify-codegen.sh
 step "go vet" go vet ./...
+step "golangci-lint (hack/verify-lint.sh)" hack/verify-lint.sh
+step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh etcd kube-apiserver spire-server
 step "go test -race" go test -race -timeout 30m "$@" ./...
 step "short fuzz run (hack/fuzz.sh)" hack/fuzz.sh "${FUZZTIME:-3s}"
 echo "=== test: all passed in $((SECONDS - total))s"

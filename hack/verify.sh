@@ -3,9 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Runs the static checks that need no real components: the generated code is current
-# (hack/verify-codegen.sh), hand-written Go is gofmt-formatted (hack/verify-gofmt.sh) and
-# go vet passes. Every check runs even when an earlier one fails; the exit status is non-zero
-# if any failed.
+# (hack/verify-codegen.sh), hand-written Go is gofmt-formatted (hack/verify-gofmt.sh), go.mod
+# and go.sum are tidy (hack/verify-gomod.sh), go vet passes and golangci-lint finds nothing
+# (hack/verify-lint.sh). Every check runs even when an earlier one fails; the exit status is
+# non-zero if any failed.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -23,7 +24,9 @@ check() {
 
 check codegen hack/verify-codegen.sh
 check gofmt hack/verify-gofmt.sh
+check gomod hack/verify-gomod.sh
 check vet go vet ./...
+check lint hack/verify-lint.sh
 
 if ((${#failed[@]} > 0)); then
   echo "verify: FAILED: ${failed[*]}" >&2

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package deploy_test
+package manifests_test
 
 import (
 	"context"
@@ -128,7 +128,7 @@ func serviceAccountConfig(t *testing.T, ctx context.Context, admin *rest.Config,
 // shippedConfig returns the config the Deployment's ConfigMap ships, pointed at a test socket.
 func shippedConfig(t *testing.T, socketPath string) *config.Config {
 	t.Helper()
-	cm := typed[corev1.ConfigMap](t, find(t, render(t, "manifests"), "ConfigMap", "spire-registrar"))
+	cm := typed[corev1.ConfigMap](t, find(t, kustomize(t, "manifests"), "ConfigMap", "spire-registrar"))
 	var file map[string]any
 	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &file); err != nil {
 		t.Fatal(err)
@@ -208,32 +208,30 @@ func runControllersAsServiceAccount(t *testing.T, ctx context.Context, admin, sa
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the binary runs them: app.Run, with readiness following the controllers' first sync.
 	runCtx, cancel := context.WithCancel(ctx)
 	kubeInformers, spireInformers := app.NewInformerFactories(saKube, saSpire)
-	controllers, err := app.NewControllers(runCtx, app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire,
-		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient})
-	if err != nil {
-		cancel()
-		t.Fatalf("constructing the controllers: %v", err)
-	}
-	kubeInformers.Start(runCtx.Done())
-	spireInformers.Start(runCtx.Done())
-	var wg sync.WaitGroup
-	wg.Go(func() { app.RunControllers(runCtx, controllers, 2) })
+	var health app.Health
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire,
+			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient}, 2, &health)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
-		kubeInformers.Shutdown()
-		spireInformers.Shutdown()
+		if err := <-runErr; err != nil {
+			t.Errorf("app.Run: %v", err)
+		}
 	})
 	start := time.Now()
 	eventually(t, ctx, "controllers synced", func() (bool, error) {
-		for _, c := range controllers {
-			if !c.HasSynced() {
-				return false, nil
-			}
+		select {
+		case err := <-runErr:
+			runErr <- err
+			return false, fmt.Errorf("app.Run returned early: %w", err)
+		default:
 		}
-		return true, nil
+		return health.Ready() == nil, nil
 	})
 	t.Logf("controllers synced as the ServiceAccount in %v", time.Since(start).Round(time.Millisecond))
 
@@ -486,7 +484,7 @@ func checkRulesReview(t *testing.T, ctx context.Context, saConfig *rest.Config) 
 		}
 	}
 	add(wantClusterRoleRules)
-	add([]rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}})
+	add(wantLeaderElectionRules)
 	// What the default policy gives every authenticated user: asking what one may do
 	// (system:basic-user) and reading ClusterTrustBundles, which hold public CA certificates.
 	add([]rbacv1.PolicyRule{

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package deploy_test
+package manifests_test
 
 import (
 	"context"
@@ -41,7 +41,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
-	"github.com/spire-registrar/spire-registrar/pkg/deploy"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -76,7 +75,7 @@ func cluster(t *testing.T) *realcluster.Kube {
 		if sharedErr != nil {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "deploy: kube-apiserver ready in %s\n", time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "manifests: kube-apiserver ready in %s\n", time.Since(start).Round(time.Millisecond))
 		sharedErr = setUpCluster(ctx, sharedKube.RESTConfig())
 	})
 	if sharedErr != nil {
@@ -94,9 +93,9 @@ func setUpCluster(ctx context.Context, cfg *rest.Config) error {
 	if err := realcluster.EnsureNamespace(ctx, kube, namespace); err != nil {
 		return err
 	}
-	objs, err := deploy.Render(repoPath("manifests"))
+	objs, err := render(repoPath("manifests"))
 	if err != nil {
-		return fmt.Errorf("rendering manifests/: %w", err)
+		return fmt.Errorf("kustomize manifests/: %w", err)
 	}
 	return serverSideApply(ctx, cfg, objs)
 }

@@ -14,18 +14,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package deploy_test
+package manifests_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -34,8 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/deploy"
-	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
 const (
@@ -45,15 +41,6 @@ const (
 	// socketVolume is the volume holding the SPIRE server's admin socket, in both topologies.
 	socketVolume = "spire-server-socket"
 )
-
-func render(t *testing.T, elem ...string) []*unstructured.Unstructured {
-	t.Helper()
-	objs, err := deploy.Render(repoPath(elem...))
-	if err != nil {
-		t.Fatalf("rendering %s: %v", path.Join(elem...), err)
-	}
-	return objs
-}
 
 // id names an object as kustomize does: kind, namespace and name.
 func id(o *unstructured.Unstructured) string {
@@ -99,7 +86,7 @@ func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
 
 // TestStandaloneManifests checks what `kubectl apply -k manifests/` creates.
 func TestStandaloneManifests(t *testing.T) {
-	objs := render(t, "manifests")
+	objs := kustomize(t, "manifests")
 	want := []string{
 		"ClusterRole /spire-registrar",
 		"ClusterRoleBinding /spire-registrar",
@@ -119,23 +106,26 @@ func TestStandaloneManifests(t *testing.T) {
 	// Both bindings grant their role to the ServiceAccount the Deployment runs as.
 	sa := subject(namespace, "spire-registrar")
 	crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "spire-registrar"))
-	if crb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "spire-registrar"}) ||
-		!reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{sa}) {
-		t.Errorf("ClusterRoleBinding = %+v %+v", crb.RoleRef, crb.Subjects)
+	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "spire-registrar"}, crb.RoleRef); diff != "" {
+		t.Errorf("ClusterRoleBinding roleRef (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]rbacv1.Subject{sa}, crb.Subjects); diff != "" {
+		t.Errorf("ClusterRoleBinding subjects (-want +got):\n%s", diff)
 	}
 	rb := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "spire-registrar-leader-election"))
-	if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "spire-registrar-leader-election"}) ||
-		!reflect.DeepEqual(rb.Subjects, []rbacv1.Subject{sa}) {
-		t.Errorf("RoleBinding = %+v %+v", rb.RoleRef, rb.Subjects)
+	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "spire-registrar-leader-election"}, rb.RoleRef); diff != "" {
+		t.Errorf("RoleBinding roleRef (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]rbacv1.Subject{sa}, rb.Subjects); diff != "" {
+		t.Errorf("RoleBinding subjects (-want +got):\n%s", diff)
 	}
 	role := typed[rbacv1.Role](t, find(t, objs, "Role", "spire-registrar-leader-election"))
-	if want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-		Verbs: []string{"get", "create", "update"}}}; !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("leader election Role rules = %+v, want %+v", role.Rules, want)
+	if diff := cmp.Diff(wantLeaderElectionRules, role.Rules); diff != "" {
+		t.Errorf("leader election Role rules (-want +got):\n%s", diff)
 	}
 	clusterRole := typed[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "spire-registrar"))
-	if !reflect.DeepEqual(clusterRole.Rules, wantClusterRoleRules) {
-		t.Errorf("ClusterRole rules = %+v, want %+v", clusterRole.Rules, wantClusterRoleRules)
+	if diff := cmp.Diff(wantClusterRoleRules, clusterRole.Rules); diff != "" {
+		t.Errorf("ClusterRole rules (-want +got):\n%s", diff)
 	}
 }
 
@@ -154,10 +144,15 @@ var wantClusterRoleRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
 
+// wantLeaderElectionRules are the permissions on the Lease in spire-system, exactly.
+var wantLeaderElectionRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+}
+
 // TestDeploymentHardening checks the standalone pod: non-root, read-only, unprivileged, with
 // probes, resources and a config the binary accepts.
 func TestDeploymentHardening(t *testing.T) {
-	objs := render(t, "manifests")
+	objs := kustomize(t, "manifests")
 	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", "spire-registrar"))
 	spec := &d.Spec.Template.Spec
 	if spec.ServiceAccountName != "spire-registrar" {
@@ -186,8 +181,8 @@ func TestDeploymentHardening(t *testing.T) {
 // TestSidecarComponent renders the sidecar component onto a StatefulSet shaped like SPIRE's
 // Helm charts' and checks the added container and that nothing else of the pod changed.
 func TestSidecarComponent(t *testing.T) {
-	objs := render(t, "pkg", "deploy", "testdata", "sidecar")
-	base := render(t, "pkg", "deploy", "testdata", "sidecar", "base")
+	objs := kustomize(t, "test", "manifests", "testdata", "sidecar")
+	base := kustomize(t, "test", "manifests", "testdata", "sidecar", "base")
 	sts := typed[appsv1.StatefulSet](t, find(t, objs, "StatefulSet", "spire-server"))
 	orig := typed[appsv1.StatefulSet](t, find(t, base, "StatefulSet", "spire-server"))
 	spec := &sts.Spec.Template.Spec
@@ -195,11 +190,14 @@ func TestSidecarComponent(t *testing.T) {
 	if n := len(spec.Containers); n != 2 {
 		t.Fatalf("%d containers, want the server's and spire-registrar", n)
 	}
-	if server := container(t, spec, "spire-server"); !reflect.DeepEqual(*server, orig.Spec.Template.Spec.Containers[0]) {
-		t.Errorf("the server container changed:\n%+v\nwas\n%+v", *server, orig.Spec.Template.Spec.Containers[0])
+	if diff := cmp.Diff(orig.Spec.Template.Spec.Containers[0], *container(t, spec, "spire-server")); diff != "" {
+		t.Errorf("the server container changed (-was +now):\n%s", diff)
 	}
-	if !reflect.DeepEqual(spec.SecurityContext, orig.Spec.Template.Spec.SecurityContext) || spec.ServiceAccountName != "spire-server" {
-		t.Errorf("the pod's security context or service account changed: %+v %q", spec.SecurityContext, spec.ServiceAccountName)
+	if diff := cmp.Diff(orig.Spec.Template.Spec.SecurityContext, spec.SecurityContext); diff != "" {
+		t.Errorf("the pod's security context changed (-was +now):\n%s", diff)
+	}
+	if spec.ServiceAccountName != "spire-server" {
+		t.Errorf("serviceAccountName = %q, want the server's spire-server", spec.ServiceAccountName)
 	}
 	checkRegistrarContainer(t, objs, spec, container(t, spec, "spire-registrar"), "reg-healthz")
 	// The socket volume is still the one emptyDir the server writes to.
@@ -212,13 +210,22 @@ func TestSidecarComponent(t *testing.T) {
 
 	// The pod's ServiceAccount gets spire-registrar's roles.
 	crb := typed[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "spire-registrar-sidecar"))
-	if crb.RoleRef.Name != "spire-registrar" || !reflect.DeepEqual(crb.Subjects, []rbacv1.Subject{subject(namespace, "spire-server")}) {
-		t.Errorf("sidecar ClusterRoleBinding = %+v %+v", crb.RoleRef, crb.Subjects)
+	serverSA := []rbacv1.Subject{subject(namespace, "spire-server")}
+	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "spire-registrar"}, crb.RoleRef); diff != "" {
+		t.Errorf("sidecar ClusterRoleBinding roleRef (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(serverSA, crb.Subjects); diff != "" {
+		t.Errorf("sidecar ClusterRoleBinding subjects (-want +got):\n%s", diff)
 	}
 	rb := typed[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "spire-registrar-sidecar-leader-election"))
-	if rb.Namespace != namespace || rb.RoleRef.Name != "spire-registrar-leader-election" ||
-		!reflect.DeepEqual(rb.Subjects, []rbacv1.Subject{subject(namespace, "spire-server")}) {
-		t.Errorf("sidecar RoleBinding = %s %+v %+v", rb.Namespace, rb.RoleRef, rb.Subjects)
+	if rb.Namespace != namespace {
+		t.Errorf("sidecar RoleBinding is in namespace %q, want %s", rb.Namespace, namespace)
+	}
+	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "spire-registrar-leader-election"}, rb.RoleRef); diff != "" {
+		t.Errorf("sidecar RoleBinding roleRef (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(serverSA, rb.Subjects); diff != "" {
+		t.Errorf("sidecar RoleBinding subjects (-want +got):\n%s", diff)
 	}
 }
 
@@ -365,77 +372,4 @@ func deref[T any](v *T) any {
 		return nil
 	}
 	return *v
-}
-
-// TestRenderMatchesKubectl compares Render with the real `kubectl kustomize` (kustomize v5,
-// built from the pinned kubectl module) on every kustomization shipped or tested, so the
-// minimal renderer cannot drift from what operators get.
-func TestRenderMatchesKubectl(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the real kubectl; skipped with -short")
-	}
-	kubectl, err := realcluster.Binary(t.Context(), t.Logf, realcluster.Kubectl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dir := range [][]string{
-		{"manifests"},
-		{"manifests", "crds"},
-		{"manifests", "rbac"},
-		{"manifests", "deployment"},
-		{"pkg", "deploy", "testdata", "sidecar"},
-		{"pkg", "deploy", "testdata", "sidecar", "base"},
-	} {
-		t.Run(path.Join(dir...), func(t *testing.T) {
-			assertSameAsKubectl(t, kubectl, repoPath(dir...), render(t, dir...))
-		})
-	}
-}
-
-// assertSameAsKubectl checks that `kubectl kustomize dir` renders the same objects as objs.
-func assertSameAsKubectl(t *testing.T, kubectl, dir string, objs []*unstructured.Unstructured) {
-	t.Helper()
-	mine := map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
-		mine[id(o)] = o
-	}
-	out, err := exec.CommandContext(t.Context(), kubectl, "kustomize", dir).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderrOf(err))
-	}
-	rendered, err := deploy.Decode(out)
-	if err != nil {
-		t.Fatalf("decoding kubectl's output: %v", err)
-	}
-	theirs := map[string]*unstructured.Unstructured{}
-	for _, o := range rendered {
-		theirs[id(o)] = o
-	}
-	if len(theirs) == 0 {
-		t.Fatalf("kubectl kustomize rendered nothing")
-	}
-	for k, o := range theirs {
-		m, ok := mine[k]
-		if !ok {
-			t.Errorf("kubectl renders %s, Render does not", k)
-			continue
-		}
-		if !reflect.DeepEqual(m.Object, o.Object) {
-			a, _ := json.MarshalIndent(m.Object, "", " ")
-			b, _ := json.MarshalIndent(o.Object, "", " ")
-			t.Errorf("%s differs:\nRender:\n%s\nkubectl:\n%s", k, a, b)
-		}
-	}
-	for k := range mine {
-		if _, ok := theirs[k]; !ok {
-			t.Errorf("Render renders %s, kubectl does not", k)
-		}
-	}
-}
-
-func stderrOf(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
-	}
-	return ""
 }

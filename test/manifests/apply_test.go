@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package deploy_test
+package manifests_test
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ import (
 func TestApplyStandalone(t *testing.T) {
 	k := cluster(t)
 	ctx := t.Context()
-	objs := render(t, "manifests")
+	objs := kustomize(t, "manifests")
 	versions := map[string]string{}
 	for _, o := range objs {
 		got, err := getApplied(ctx, k.RESTConfig(), o)
@@ -83,7 +83,7 @@ func specVersion(o *unstructured.Unstructured) string {
 func TestApplySidecar(t *testing.T) {
 	k := cluster(t)
 	ctx := t.Context()
-	objs := render(t, "pkg", "deploy", "testdata", "sidecar")
+	objs := kustomize(t, "test", "manifests", "testdata", "sidecar")
 	if err := serverSideApply(ctx, k.RESTConfig(), objs); err != nil {
 		t.Fatal(err)
 	}

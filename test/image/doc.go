@@ -1,5 +1,3 @@
-//go:build tools
-
 /*
 Copyright 2026 The spire-registrar Authors.
 
@@ -16,10 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package tools pins k8s.io/code-generator in go.mod so hack/update-codegen.sh runs the
-// generators of exactly that version.
-package tools
-
-import (
-	_ "k8s.io/code-generator"
-)
+// Package image holds no code, only tests: they check that the Dockerfile builds a static,
+// non-root spire-registrar image from every directory the binary's code is in.
+package image

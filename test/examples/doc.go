@@ -19,5 +19,7 @@ limitations under the License.
 // decoded; config files must be accepted by pkg/config; every other object is applied to a
 // real kube-apiserver, the controllers run in-process with manifests/examples/config.yaml
 // against a real spire-server, and the real spire-server CLI must show each example's entries
-// and federation relationships, while the resources that have conditions report Ready.
+// and federation relationships, while the resources that have conditions report Ready. What
+// SPIRE must hold is written out in the test, entry by entry, as a user reads it from the
+// examples' comments; the test never works it out from the templates itself.
 package examples

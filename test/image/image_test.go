@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package deploy_test
+package image_test
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
 // buildFlags are the Dockerfile's go build flags (shell-quoted there), which TestDockerfile
@@ -201,4 +204,21 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf(".dockerignore does not exclude %s", want)
 		}
 	}
+}
+
+// repoPath returns a path in the repository checkout.
+func repoPath(elem ...string) string {
+	root, err := realcluster.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+// stderrOf returns what a failed command wrote to its standard error.
+func stderrOf(err error) string {
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		return string(ee.Stderr)
+	}
+	return ""
 }
