@@ -43,6 +43,7 @@ step "go mod tidy (hack/verify-gomod.sh)" hack/verify-gomod.sh
 step "verify generated code (hack/verify-codegen.sh)" hack/verify-codegen.sh
 step "go vet" go vet ./...
 step "golangci-lint (hack/verify-lint.sh)" hack/verify-lint.sh
+step "install Debian packages the tests use (hack/install-deps.sh)" hack/install-deps.sh
 step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh
 step "go test -race" go test -race -timeout 30m "$@" ./...
 step "short fuzz run (hack/fuzz.sh)" hack/fuzz.sh "${FUZZTIME:-3s}"
