@@ -168,16 +168,15 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		{name: "bad retry period", config: base + "leaderElection:\n  retryPeriod: often\n", want: []string{"leaderElection.retryPeriod"}},
 		{name: "leaderElect not a boolean", config: base + "leaderElection:\n  leaderElect: maybe\n", want: []string{"leaderElect"}},
 
-		// spire-controller-manager fields spire-registrar refuses by name.
-		{name: "logLevel", config: base + "logLevel: debug\n", want: []string{"logLevel"}},
-		{name: "webhook", config: base + "webhook:\n  port: 9443\n", want: []string{"webhook"}},
-		{name: "syncPeriod", config: base + "syncPeriod: 10s\n", want: []string{"syncPeriod"}},
-		{name: "cacheNamespace", config: base + "cacheNamespace: spire\n", want: []string{"cacheNamespace"}},
-		{name: "cacheNamespaces", config: base + "cacheNamespaces:\n  spire: {}\n", want: []string{"cacheNamespaces"}},
-		{name: "gracefulShutDown", config: base + "gracefulShutDown: 30s\n", want: []string{"gracefulShutDown"}},
-		{name: "controller", config: base + "controller:\n  groupKindConcurrency:\n    ClusterSPIFFEID.spire.spiffe.io: 5\n", want: []string{"controller"}},
-		{name: "validatingWebhookConfigurationName", config: base + "validatingWebhookConfigurationName: spire-webhook\n",
-			want: []string{"validatingWebhookConfigurationName"}},
+		// spire-controller-manager fields: accepted, but a bad value is refused by name.
+		{name: "unknown logLevel", config: base + "logLevel: verbose\n", want: []string{"logLevel"}},
+		{name: "unknown logEncoding", config: base + "logEncoding: logfmt\n", want: []string{"logEncoding"}},
+		{name: "webhook port out of range", config: base + "webhook:\n  port: 70000\n", want: []string{"webhook.port"}},
+		{name: "syncPeriod not a duration", config: base + "syncPeriod: often\n", want: []string{"syncPeriod"}},
+		{name: "both cacheNamespace fields", config: base + "cacheNamespace: spire\ncacheNamespaces:\n  spire: {}\n", want: []string{"cacheNamespace"}},
+		{name: "gracefulShutDown not a duration", config: base + "gracefulShutDown: soon\n", want: []string{"gracefulShutDown"}},
+		{name: "misspelt controller field", config: base + "controller:\n  groupKindConcurency: {}\n", want: []string{"groupKindConcurency"}},
+		{name: "filterByClassName without className", config: base + "filterByClassName: true\n", want: []string{"className"}},
 
 		// Decoding.
 		{name: "misspelt top-level field", config: base + "trustDomian: typo.org\n", want: []string{"trustDomian"}},
@@ -188,7 +187,7 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		{name: "metadata as a string", config: base + "metadata: config\n", want: []string{"metadata"}},
 		{name: "unclosed flow sequence", config: base + "ignoreNamespaces: [kube-system\n", want: []string{"yaml: line"}},
 		{name: "tab indentation", config: base + "metrics:\n\tbindAddress: \":8082\"\n", want: []string{"yaml: line"}},
-		{name: "several problems", config: "apiVersion: v2\ntrustDomain: example.org\nclusterName: c\ngcInterval: 0s\nlogLevel: info\n",
+		{name: "several problems", config: "apiVersion: v2\ntrustDomain: example.org\nclusterName: c\ngcInterval: 0s\nlogLevel: loud\n",
 			want: []string{"apiVersion", "gcInterval", "logLevel"}},
 
 		// Flags.
