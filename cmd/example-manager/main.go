@@ -55,7 +55,7 @@ func main() {
 }
 
 func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) error {
-	cfg, err := config.Load(configFile)
+	cfg, err := config.Load(configFile, false)
 	if err != nil {
 		return err
 	}

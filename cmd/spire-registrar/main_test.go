@@ -74,6 +74,30 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
+// chartConfig is what the official Helm chart renders for spire-controller-manager 0.7.0.
+const chartConfig = `apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+metadata: {name: spire-controller-manager, namespace: spire-server}
+metrics: {bindAddress: 0.0.0.0:0}
+health: {healthProbeBindAddress: 0.0.0.0:0}
+gcInterval: 10000000000
+logLevel: info
+logEncoding: console
+leaderElection: {leaderElect: false, resourceName: 98c9c988.spiffe.io, resourceNamespace: spire-server, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
+validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook
+entryIDPrefix: example-cluster
+clusterName: example-cluster
+clusterDomain: cluster.local
+trustDomain: example.org
+ignoreNamespaces: [kube-system, kube-public, local-path-storage, "openshift-.*", "ibm-.*"]
+spireServerSocketPath: /tmp/spire-server/private/api.sock
+className: spire-server-spire
+watchClassless: false
+filterByClassName: true
+parentIDTemplate: "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
+reconcile: {clusterSPIFFEIDs: true, clusterFederatedTrustDomains: true, clusterStaticEntries: true}
+`
+
 // TestBadConfigStopsStartup runs the binary with broken configs and flags: each must exit
 // non-zero before touching anything, with a message naming the field (or, for a file that is
 // not YAML, the line).
@@ -193,6 +217,8 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		// Flags.
 		{name: "zero workers", config: base, args: []string{"--workers", "0"}, want: []string{"--workers"}},
 		{name: "missing config file", args: []string{"--config", "/nonexistent/config.yaml"}, want: []string{"/nonexistent/config.yaml"}},
+		{name: "bad --zap-log-level", config: base, args: []string{"--zap-log-level", "loud"}, want: []string{"--zap-log-level"}},
+		{name: "--dry-run-output without --dry-run", config: base, args: []string{"--dry-run-output", "/tmp/plan"}, want: []string{"--dry-run-output"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,7 +243,15 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		})
 	}
 	t.Logf("%d bad configs stopped start-up", len(cases))
-	out, err := exec.Command(bin, "--kubeconfig", "/nonexistent").CombinedOutput()
+
+	// The config and args the official Helm chart gives spire-controller-manager are accepted:
+	// start-up gets past them and only stops at the missing kubeconfig.
+	chart := writeFile(t, chartConfig)
+	out, err := exec.Command(bin, "--config", chart, "--expand-env", "--kubeconfig", "/nonexistent", "--zap-log-level", "info").CombinedOutput()
+	if err == nil || strings.Contains(string(out), "invalid config") || !strings.Contains(string(out), "/nonexistent") {
+		t.Errorf("chart config: err=%v, want a failure on the kubeconfig only:\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "--kubeconfig", "/nonexistent").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Errorf("running without --config: err=%v, output:\n%s", err, out)
 	}

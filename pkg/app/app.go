@@ -160,6 +160,14 @@ func Run(ctx context.Context, cc ControllerContext, workers int, health *Health)
 	cc.SpireInformers.Start(ctx.Done())
 	defer cc.KubeInformers.Shutdown()
 	defer cc.SpireInformers.Shutdown()
-	RunControllers(ctx, controllers, workers)
-	return nil
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { RunControllers(runCtx, controllers, workers) })
+	err = waitForCacheSync(runCtx, cc.Config.CacheSyncTimeout, cc.KubeInformers, cc.SpireInformers)
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	return err
 }

@@ -42,6 +42,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		}
 		return entryController{c}, nil
 	}
+	narrowInformers(cc)
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),

@@ -154,6 +154,8 @@ type Config struct {
 	Unused []UnusedField
 
 	ignoreNamespaces []*regexp.Regexp
+	// socketPathDefaulted is set when the file does not name spireServerSocketPath.
+	socketPathDefaulted bool
 }
 
 // NamespaceCache narrows the objects watched in one namespace. Empty selectors select all.
@@ -224,11 +226,27 @@ func (c *Config) ClassMatches(className string) bool {
 	}
 }
 
-// Load reads, decodes and validates the config file at path.
-func Load(path string) (*Config, error) {
+// UseSPIREAPISocketFlag applies spire-controller-manager's deprecated --spire-api-socket flag
+// as it does: the flag is used only when the file does not set spireServerSocketPath. It
+// reports whether the flag was used.
+func (c *Config) UseSPIREAPISocketFlag(path string) bool {
+	if path == "" || !c.socketPathDefaulted {
+		return false
+	}
+	c.SPIREServerSocketPath, c.socketPathDefaulted = path, false
+	return true
+}
+
+// Load reads, decodes and validates the config file at path. With expandEnv, $VAR and ${VAR}
+// are first replaced by the environment's values (unset ones by nothing), as
+// spire-controller-manager's --expand-env does.
+func Load(path string, expandEnv bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	if expandEnv {
+		data = []byte(os.ExpandEnv(string(data)))
 	}
 	cfg, err := Parse(data)
 	if err != nil {

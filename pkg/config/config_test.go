@@ -17,6 +17,7 @@ limitations under the License.
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -398,6 +399,40 @@ func TestCacheNamespacesIgnoreOtherNamespaces(t *testing.T) {
 	for ns, want := range map[string]bool{"apps": false, "apps-canary": true, "default": true, "kube-system": true} {
 		if got := cfg.IsNamespaceIgnored(ns); got != want {
 			t.Errorf("IsNamespaceIgnored(%q) = %v, want %v", ns, got, want)
+		}
+	}
+}
+
+func TestSPIREAPISocketFlagOnlyFillsAnUnsetPath(t *testing.T) {
+	unset, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !unset.UseSPIREAPISocketFlag("/flag.sock") || unset.SPIREServerSocketPath != "/flag.sock" {
+		t.Errorf("flag not used when the file sets no path: %q", unset.SPIREServerSocketPath)
+	}
+	set, err := Parse([]byte(minimal + "spireServerSocketPath: /file.sock\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.UseSPIREAPISocketFlag("/flag.sock") || set.SPIREServerSocketPath != "/file.sock" {
+		t.Errorf("flag overrode the file's path: %q", set.SPIREServerSocketPath)
+	}
+}
+
+func TestLoadExpandsEnvironmentOnlyWhenAsked(t *testing.T) {
+	t.Setenv("TEST_CLUSTER", "east")
+	path := t.TempDir() + "/config.yaml"
+	if err := os.WriteFile(path, []byte("trustDomain: example.org\nclusterName: ${TEST_CLUSTER}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for expand, want := range map[bool]string{true: "east", false: "${TEST_CLUSTER}"} {
+		cfg, err := Load(path, expand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ClusterName != want {
+			t.Errorf("expandEnv %v: clusterName = %q, want %q", expand, cfg.ClusterName, want)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func (f *File) Validate() (*Config, error) {
 		errs = append(errs, field.Invalid(field.NewPath("clusterDomain"), f.ClusterDomain, "must not start or end with a dot"))
 	}
 	if cfg.SPIREServerSocketPath == "" {
-		cfg.SPIREServerSocketPath = DefaultSPIREServerSocketPath
+		cfg.SPIREServerSocketPath, cfg.socketPathDefaulted = DefaultSPIREServerSocketPath, true
 	}
 
 	if f.IgnoreNamespaces != nil {
