@@ -36,7 +36,6 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 func main() {
@@ -71,7 +70,7 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 	if err != nil {
 		return err
 	}
-	spireClient, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
+	spireClient, err := app.DialSPIRE(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,8 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
 
 	// 1. Construct every controller before starting the factories, so that the informers they
-	//    ask for are started too.
+	//    ask for are started too. SPIRE is the client as dialled: spire-registrar puts its
+	//    metrics and batching (or, with DryRun, its dry-run client) around it.
 	registrar, err := app.NewControllers(ctx, app.ControllerContext{
 		Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireAPIClient,
 		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient,

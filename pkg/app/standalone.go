@@ -31,8 +31,6 @@ import (
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/metrics"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // RunStandalone is the whole life of the spire-registrar binary: load the config, set up
@@ -114,23 +112,29 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
 		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.Workers,
 		"leaderElection", cfg.LeaderElection.Enabled, "staticManifestPath", cfg.StaticManifestPath)
-	// Metrics count the RPCs SPIRE serves; concurrent workers' entry writes share them.
-	var api spire.API = metrics.InstrumentSPIRE(spireClient)
+	cc := ControllerContext{Config: cfg, SPIRE: spireClient, DryRun: opts.DryRun}
 	if opts.DryRun {
-		logger.Info("Dry run: SPIRE is read, never written; planned changes are logged")
-		api = spire.DryRun(api)
-	} else {
-		batched := spire.NewBatchedAPI(api, spire.BatchingOptions{})
-		defer batched.Close()
-		api = batched
+		logger.Info("Dry run: nothing is written, not to SPIRE, not status, not Events; planned changes are logged", "dryRunOutput", opts.DryRunOutput)
+	}
+	if opts.DryRunOutput != "" {
+		plan, err := os.Create(opts.DryRunOutput)
+		if err != nil {
+			return fmt.Errorf("--dry-run-output: %w", err)
+		}
+		defer func() {
+			if err := plan.Close(); err != nil {
+				logger.Error(err, "Closing the dry-run plan", "file", opts.DryRunOutput)
+			}
+		}()
+		cc.DryRunOutput = plan
 	}
 	return runWithShutdownTimeout(ctx, cfg.GracefulShutdownTimeout, func() error {
 		if static {
 			logger.Info("Static mode: the manifests of staticManifestPath are the declared state; no Kubernetes API is used")
-			return RunStatic(ctx, cfg, api, opts.DryRun, opts.Workers, health)
+			return RunStatic(ctx, cc, opts.Workers, health)
 		}
 		logWebhookState(logger, cfg)
-		return runInCluster(ctx, opts, cfg, api, health)
+		return runInCluster(ctx, opts, cc, health)
 	})
 }
 
@@ -152,7 +156,9 @@ func logWebhookState(logger klog.Logger, cfg *config.Config) {
 }
 
 // runInCluster runs the controllers on a Kubernetes API, under leader election when asked.
-func runInCluster(ctx context.Context, opts *Options, cfg *config.Config, api spire.API, health *Health) error {
+// cc carries the config and the SPIRE client; the clients and informers are added here.
+func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, health *Health) error {
+	cfg := cc.Config
 	// With neither flag set this falls back to the in-cluster config.
 	restConfig, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Kubeconfig)
 	if err != nil {
@@ -173,16 +179,10 @@ func runInCluster(ctx context.Context, opts *Options, cfg *config.Config, api sp
 
 	runControllers := func(ctx context.Context) error {
 		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
-		kubeInformers, spireInformers := NewInformerFactories(kubeClient, spireAPIClient)
-		return Run(ctx, ControllerContext{
-			Config:         cfg,
-			KubeClient:     kubeClient,
-			SpireAPIClient: spireAPIClient,
-			KubeInformers:  kubeInformers,
-			SpireInformers: spireInformers,
-			SPIRE:          api,
-			DryRun:         opts.DryRun,
-		}, opts.Workers, health)
+		cc := cc
+		cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
+		cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+		return Run(ctx, cc, opts.Workers, health)
 	}
 	if !cfg.LeaderElection.Enabled {
 		return runControllers(ctx)
