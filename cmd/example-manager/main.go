@@ -36,6 +36,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 func main() {
@@ -75,6 +76,10 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 		return err
 	}
 	defer spireClient.Close()
+
+	// Setting client-go's process-wide workqueue metrics provider is the binary's choice; this
+	// one reports the queues to spire-registrar's metrics.Registry.
+	metrics.SetWorkqueueProvider()
 
 	// One pair of factories for everything the binary runs: the pod informer below is the
 	// same one spire-registrar's entry controller uses, so pods are cached once.

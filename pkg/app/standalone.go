@@ -31,6 +31,7 @@ import (
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // RunStandalone is the whole life of the spire-registrar binary: load the config, set up
@@ -71,6 +72,9 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 	logUnused(logger, cfg)
+	// The binary, not the library, sets client-go's process-wide workqueue metrics provider,
+	// before any controller creates its queues.
+	metrics.SetWorkqueueProvider()
 
 	static := cfg.StaticManifestPath != ""
 	if static && cfg.LeaderElection.Enabled {
