@@ -26,10 +26,17 @@ import (
 // by batching or, in a dry run, with every write answered by the dry-run client, so that a
 // context with DryRun can never write to SPIRE. release frees the chain once the controllers
 // have stopped.
+//
+// An embedder that brings its own batching, to tune or observe it, passes a spire.BatchedAPI:
+// it is kept, not batched again, and stays the embedder's to close; the metrics then count
+// the controllers' calls rather than the RPCs.
 func spireChain(cc ControllerContext) (api spire.API, release func()) {
 	instrumented := metrics.InstrumentSPIRE(cc.SPIRE)
 	if cc.DryRun {
 		return spire.DryRun(instrumented, cc.DryRunOutput), func() {}
+	}
+	if _, batched := cc.SPIRE.(spire.BatchedAPI); batched {
+		return instrumented, func() {}
 	}
 	batched := spire.NewBatchedAPI(instrumented, spire.BatchingOptions{})
 	return batched, batched.Close

@@ -84,3 +84,27 @@ func TestSPIREChainNeverWritesInADryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSPIREChainKeepsAnEmbeddersBatching checks that a client that batches already is not
+// batched again, so its options and counters stay meaningful, and is still replaced for
+// writes in a dry run.
+func TestSPIREChainKeepsAnEmbeddersBatching(t *testing.T) {
+	ctx := context.Background()
+	for _, dryRun := range []bool{false, true} {
+		server := &recordingSPIRE{}
+		own := spire.NewBatchedAPI(server, spire.BatchingOptions{})
+		api, release := spireChain(ControllerContext{SPIRE: own, DryRun: dryRun})
+		if _, err := api.CreateEntries(ctx, []*types.Entry{{SpiffeId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/web"}}}); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		wantCalls := int64(1)
+		if dryRun {
+			wantCalls = 0
+		}
+		if st := own.Stats(); st.Calls != wantCalls || int64(len(server.writes)) != wantCalls {
+			t.Errorf("dry run %v: the embedder's batching saw %d calls and SPIRE %d writes, want %d", dryRun, st.Calls, len(server.writes), wantCalls)
+		}
+		own.Close()
+	}
+}
