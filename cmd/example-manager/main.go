@@ -36,7 +36,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 func main() {
@@ -55,7 +55,7 @@ func main() {
 }
 
 func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) error {
-	cfg, err := config.Load(configFile)
+	cfg, err := config.Load(configFile, false)
 	if err != nil {
 		return err
 	}
@@ -71,18 +71,23 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 	if err != nil {
 		return err
 	}
-	spireClient, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
+	spireClient, err := app.DialSPIRE(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer spireClient.Close()
+
+	// Setting client-go's process-wide workqueue metrics provider is the binary's choice; this
+	// one reports the queues to spire-registrar's metrics.Registry.
+	metrics.SetWorkqueueProvider()
 
 	// One pair of factories for everything the binary runs: the pod informer below is the
 	// same one spire-registrar's entry controller uses, so pods are cached once.
 	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
 
 	// 1. Construct every controller before starting the factories, so that the informers they
-	//    ask for are started too.
+	//    ask for are started too. SPIRE is the client as dialled: spire-registrar puts its
+	//    metrics and batching (or, with DryRun, its dry-run client) around it.
 	registrar, err := app.NewControllers(ctx, app.ControllerContext{
 		Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireAPIClient,
 		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient,

@@ -74,6 +74,30 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
+// chartConfig is what the official Helm chart renders for spire-controller-manager 0.7.0.
+const chartConfig = `apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+metadata: {name: spire-controller-manager, namespace: spire-server}
+metrics: {bindAddress: 0.0.0.0:0}
+health: {healthProbeBindAddress: 0.0.0.0:0}
+gcInterval: 10000000000
+logLevel: info
+logEncoding: console
+leaderElection: {leaderElect: false, resourceName: 98c9c988.spiffe.io, resourceNamespace: spire-server, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
+validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook
+entryIDPrefix: example-cluster
+clusterName: example-cluster
+clusterDomain: cluster.local
+trustDomain: example.org
+ignoreNamespaces: [kube-system, kube-public, local-path-storage, "openshift-.*", "ibm-.*"]
+spireServerSocketPath: /tmp/spire-server/private/api.sock
+className: spire-server-spire
+watchClassless: false
+filterByClassName: true
+parentIDTemplate: "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
+reconcile: {clusterSPIFFEIDs: true, clusterFederatedTrustDomains: true, clusterStaticEntries: true}
+`
+
 // TestBadConfigStopsStartup runs the binary with broken configs and flags: each must exit
 // non-zero before touching anything, with a message naming the field (or, for a file that is
 // not YAML, the line).
@@ -168,16 +192,15 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		{name: "bad retry period", config: base + "leaderElection:\n  retryPeriod: often\n", want: []string{"leaderElection.retryPeriod"}},
 		{name: "leaderElect not a boolean", config: base + "leaderElection:\n  leaderElect: maybe\n", want: []string{"leaderElect"}},
 
-		// spire-controller-manager fields spire-registrar refuses by name.
-		{name: "logLevel", config: base + "logLevel: debug\n", want: []string{"logLevel"}},
-		{name: "webhook", config: base + "webhook:\n  port: 9443\n", want: []string{"webhook"}},
-		{name: "syncPeriod", config: base + "syncPeriod: 10s\n", want: []string{"syncPeriod"}},
-		{name: "cacheNamespace", config: base + "cacheNamespace: spire\n", want: []string{"cacheNamespace"}},
-		{name: "cacheNamespaces", config: base + "cacheNamespaces:\n  spire: {}\n", want: []string{"cacheNamespaces"}},
-		{name: "gracefulShutDown", config: base + "gracefulShutDown: 30s\n", want: []string{"gracefulShutDown"}},
-		{name: "controller", config: base + "controller:\n  groupKindConcurrency:\n    ClusterSPIFFEID.spire.spiffe.io: 5\n", want: []string{"controller"}},
-		{name: "validatingWebhookConfigurationName", config: base + "validatingWebhookConfigurationName: spire-webhook\n",
-			want: []string{"validatingWebhookConfigurationName"}},
+		// spire-controller-manager fields: accepted, but a bad value is refused by name.
+		{name: "unknown logLevel", config: base + "logLevel: verbose\n", want: []string{"logLevel"}},
+		{name: "unknown logEncoding", config: base + "logEncoding: logfmt\n", want: []string{"logEncoding"}},
+		{name: "webhook port out of range", config: base + "webhook:\n  port: 70000\n", want: []string{"webhook.port"}},
+		{name: "syncPeriod not a duration", config: base + "syncPeriod: often\n", want: []string{"syncPeriod"}},
+		{name: "both cacheNamespace fields", config: base + "cacheNamespace: spire\ncacheNamespaces:\n  spire: {}\n", want: []string{"cacheNamespace"}},
+		{name: "gracefulShutDown not a duration", config: base + "gracefulShutDown: soon\n", want: []string{"gracefulShutDown"}},
+		{name: "misspelt controller field", config: base + "controller:\n  groupKindConcurency: {}\n", want: []string{"groupKindConcurency"}},
+		{name: "filterByClassName without className", config: base + "filterByClassName: true\n", want: []string{"className"}},
 
 		// Decoding.
 		{name: "misspelt top-level field", config: base + "trustDomian: typo.org\n", want: []string{"trustDomian"}},
@@ -188,12 +211,14 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		{name: "metadata as a string", config: base + "metadata: config\n", want: []string{"metadata"}},
 		{name: "unclosed flow sequence", config: base + "ignoreNamespaces: [kube-system\n", want: []string{"yaml: line"}},
 		{name: "tab indentation", config: base + "metrics:\n\tbindAddress: \":8082\"\n", want: []string{"yaml: line"}},
-		{name: "several problems", config: "apiVersion: v2\ntrustDomain: example.org\nclusterName: c\ngcInterval: 0s\nlogLevel: info\n",
+		{name: "several problems", config: "apiVersion: v2\ntrustDomain: example.org\nclusterName: c\ngcInterval: 0s\nlogLevel: loud\n",
 			want: []string{"apiVersion", "gcInterval", "logLevel"}},
 
 		// Flags.
 		{name: "zero workers", config: base, args: []string{"--workers", "0"}, want: []string{"--workers"}},
 		{name: "missing config file", args: []string{"--config", "/nonexistent/config.yaml"}, want: []string{"/nonexistent/config.yaml"}},
+		{name: "bad --zap-log-level", config: base, args: []string{"--zap-log-level", "loud"}, want: []string{"--zap-log-level"}},
+		{name: "--dry-run-output without --dry-run", config: base, args: []string{"--dry-run-output", "/tmp/plan"}, want: []string{"--dry-run-output"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,7 +243,15 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		})
 	}
 	t.Logf("%d bad configs stopped start-up", len(cases))
-	out, err := exec.Command(bin, "--kubeconfig", "/nonexistent").CombinedOutput()
+
+	// The config and args the official Helm chart gives spire-controller-manager are accepted:
+	// start-up gets past them and only stops at the missing kubeconfig.
+	chart := writeFile(t, chartConfig)
+	out, err := exec.Command(bin, "--config", chart, "--expand-env", "--kubeconfig", "/nonexistent", "--zap-log-level", "info").CombinedOutput()
+	if err == nil || strings.Contains(string(out), "invalid config") || !strings.Contains(string(out), "/nonexistent") {
+		t.Errorf("chart config: err=%v, want a failure on the kubeconfig only:\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "--kubeconfig", "/nonexistent").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Errorf("running without --config: err=%v, output:\n%s", err, out)
 	}

@@ -23,6 +23,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/static"
 )
 
 // ControllerContext is what controllers are constructed from.
@@ -48,10 +50,19 @@ type ControllerContext struct {
 	// Constructors only register the informers they need; the caller starts the factories.
 	KubeInformers  informers.SharedInformerFactory
 	SpireInformers spireinformers.SharedInformerFactory
-	// SPIRE is the SPIRE server's admin API.
+	// SPIRE is the SPIRE server's admin API as dialled (see DialSPIRE), without decorators:
+	// the controllers get it through the chain built here (metrics, then batching, or the
+	// dry-run client).
 	SPIRE spire.API
-	// DryRun computes and logs every change without writing to SPIRE.
+	// DryRun computes and logs every change and writes nothing: the SPIRE client is replaced
+	// for writes by spire.DryRun, and the controllers write no status and no Event.
 	DryRun bool
+	// DryRunOutput, with DryRun, receives every planned SPIRE write as a JSON line.
+	DryRunOutput io.Writer
+	// StaticSource, when set, is static mode: the ClusterStaticEntries and
+	// ClusterFederatedTrustDomains come from its manifest directory instead of the informer
+	// factories, and without Kubernetes clients no status is kept and Events are logged.
+	StaticSource *static.Source
 }
 
 // Controller is a constructed controller, ready to run once the informer factories started.
@@ -117,8 +128,23 @@ func trimForCache(obj any) (any, error) {
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the
-// informer factories, so that the informers the controllers register are started too.
+// informer factories, so that the informers the controllers register are started too. The
+// controllers share one SPIRE client chain built from cc (see ControllerContext.SPIRE), which
+// is released when ctx is done.
 func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, error) {
+	controllers, release, err := newControllers(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, release)
+	return controllers, nil
+}
+
+// newControllers constructs every enabled controller on one SPIRE client chain, and returns
+// the func that releases the chain once they have stopped.
+func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, func(), error) {
+	api, release := spireChain(cc)
+	cc.SPIRE = api
 	var controllers []Controller
 	for _, d := range Descriptors() {
 		if !d.Enabled(cc.Config) {
@@ -127,11 +153,12 @@ func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, er
 		}
 		c, err := d.Constructor(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), d.Name)), cc)
 		if err != nil {
-			return nil, fmt.Errorf("constructing %s: %w", d.Name, err)
+			release()
+			return nil, nil, fmt.Errorf("constructing %s: %w", d.Name, err)
 		}
 		controllers = append(controllers, c)
 	}
-	return controllers, nil
+	return controllers, release, nil
 }
 
 // RunControllers runs the controllers until ctx is done and returns when all have stopped.
@@ -149,10 +176,11 @@ func RunControllers(ctx context.Context, controllers []Controller, workers int) 
 // informer factories, run until ctx is done, and shut the factories down. health, if not nil,
 // is told about the controllers so that readiness follows their first sync.
 func Run(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
-	controllers, err := NewControllers(ctx, cc)
+	controllers, release, err := newControllers(ctx, cc)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if health != nil {
 		health.SetControllers(controllers)
 	}
@@ -160,6 +188,14 @@ func Run(ctx context.Context, cc ControllerContext, workers int, health *Health)
 	cc.SpireInformers.Start(ctx.Done())
 	defer cc.KubeInformers.Shutdown()
 	defer cc.SpireInformers.Shutdown()
-	RunControllers(ctx, controllers, workers)
-	return nil
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { RunControllers(runCtx, controllers, workers) })
+	err = waitForCacheSync(runCtx, cc.Config.CacheSyncTimeout, cc.KubeInformers, cc.SpireInformers)
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	return err
 }

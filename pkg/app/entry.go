@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 )
@@ -32,7 +33,12 @@ func (entryController) Name() string { return entry.ControllerName }
 
 func newEntryController(ctx context.Context, cc ControllerContext) (Controller, error) {
 	cfg := cc.Config
-	statics := cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries()
+	var statics spireinformers.ClusterStaticEntryInformer
+	if cc.StaticSource != nil {
+		statics = cc.StaticSource.ClusterStaticEntries()
+	} else {
+		statics = cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries()
+	}
 	if !cfg.Reconcile.ClusterSPIFFEIDs {
 		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
 		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics,
@@ -42,6 +48,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		}
 		return entryController{c}, nil
 	}
+	narrowInformers(cc)
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),
@@ -62,15 +69,17 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 // entryOptions are the entry controller's settings from the config.
 func entryOptions(cfg *config.Config, dryRun bool) entry.Options {
 	return entry.Options{
-		TrustDomain:                cfg.TrustDomain,
-		ClusterName:                cfg.ClusterName,
-		ClusterDomain:              cfg.ClusterDomain,
-		ParentIDTemplate:           cfg.ParentIDTemplate,
-		IgnoreNamespace:            cfg.IsNamespaceIgnored,
-		ClassMatches:               cfg.ClassMatches,
-		ResyncInterval:             cfg.GCInterval,
-		EntryIDPrefix:              cfg.EntryIDPrefix,
-		EntryIDPrefixCleanup:       cfg.EntryIDPrefixCleanup,
+		TrustDomain:          cfg.TrustDomain,
+		ClusterName:          cfg.ClusterName,
+		ClusterDomain:        cfg.ClusterDomain,
+		ParentIDTemplate:     cfg.ParentIDTemplate,
+		IgnoreNamespace:      cfg.IsNamespaceIgnored,
+		ClassMatches:         cfg.ClassMatches,
+		ResyncInterval:       cfg.GCInterval,
+		EntryIDPrefix:        cfg.EntryIDPrefix,
+		EntryIDPrefixCleanup: cfg.EntryIDPrefixCleanup,
+		// The SPIRE client is spire.DryRun already (see spireChain); the controller must also
+		// write no status and no Event.
 		DryRun:                     dryRun,
 		IgnoreClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
 		IgnoreClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,

@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
 )
@@ -35,12 +36,18 @@ type federationController struct {
 func (federationController) Name() string { return federation.ControllerName }
 
 func newFederationController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	var informer spireinformers.ClusterFederatedTrustDomainInformer
+	if cc.StaticSource != nil {
+		informer = cc.StaticSource.ClusterFederatedTrustDomains()
+	} else {
+		informer = cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains()
+	}
 	c, err := federation.NewController(ctx,
-		cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains(),
+		informer,
 		cc.KubeClient,
 		cc.SpireAPIClient,
 		cc.SPIRE,
-		federationOptions(cc.Config))
+		federationOptions(cc.Config, cc.DryRun))
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +55,12 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 }
 
 // federationOptions are the federation controller's settings from the config.
-func federationOptions(cfg *config.Config) federation.Options {
+func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
+	// TODO(lead): pass DryRun once federation.Options has it (the federation refactor adds
+	// it): the SPIRE client is spire.DryRun already, but the controller must also write no
+	// status and no Event in a dry run.
+	//   DryRun: dryRun,
+	_ = dryRun
 	return federation.Options{
 		TrustDomain:    cfg.TrustDomain,
 		ClassMatches:   cfg.ClassMatches,

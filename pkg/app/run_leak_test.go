@@ -35,7 +35,6 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -167,15 +166,14 @@ func TestRunLeavesNoGoroutineBehind(t *testing.T) {
 	}
 
 	// Everything that exists now is not Run's; the SPIRE client is the test's, like the
-	// binary's, and is closed before the check.
+	// binary's, and is closed before the check. Run builds the chain on it (metrics,
+	// batching) and must release that itself.
 	before := goroutineIDs()
-	spireClient, err := spire.Dial(testCtx, cfg.SPIREServerSocketPath)
+	spireClient, err := app.DialSPIRE(testCtx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	batched := spire.NewBatchedAPI(metrics.InstrumentSPIRE(spireClient), spire.BatchingOptions{})
 	closeSPIRE := func() {
-		batched.Close()
 		if err := spireClient.Close(); err != nil {
 			t.Errorf("closing the SPIRE client: %v", err)
 		}
@@ -187,7 +185,7 @@ func TestRunLeavesNoGoroutineBehind(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.Run(ctx, app.ControllerContext{Config: cfg, KubeClient: client, SpireAPIClient: spireAPI,
-			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: batched}, 4, health)
+			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient}, 4, health)
 	}()
 	stopped := false
 	defer func() {
@@ -297,11 +295,10 @@ func TestRunStaticLeavesNoGoroutineBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batched := spire.NewBatchedAPI(client, spire.BatchingOptions{})
 	ctx, cancel := context.WithCancel(testCtx)
 	health := &app.Health{}
 	done := make(chan error, 1)
-	go func() { done <- app.RunStatic(ctx, cfg, batched, false, 2, health) }()
+	go func() { done <- app.RunStatic(ctx, app.ControllerContext{Config: cfg, SPIRE: client}, 2, health) }()
 	if err := wait.PollUntilContextTimeout(testCtx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		entries, err := spireServer.EntryShow(ctx)
 		rels, relErr := spireServer.FederationShow(ctx)
@@ -319,7 +316,6 @@ func TestRunStaticLeavesNoGoroutineBehind(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("RunStatic still running 30s after its context was cancelled")
 	}
-	batched.Close()
 	_ = client.Close()
 	expectNoLeakedGoroutines(t, before, 5*time.Second)
 }

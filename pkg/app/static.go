@@ -18,51 +18,34 @@ package app
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
-	"k8s.io/klog/v2"
-
-	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
-	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/static"
 )
 
 // RunStatic is the whole life of spire-registrar in static mode: the ClusterStaticEntry and
-// ClusterFederatedTrustDomain manifests of cfg.StaticManifestPath are the declared state, and
-// no Kubernetes API is used. The same controllers run on informers fed by the files; with no
-// API to write to, status is not kept and Events are logged. A problem with the manifests
-// found before anything started is returned; later ones are logged and keep the file's last
-// good content.
-func RunStatic(ctx context.Context, cfg *config.Config, api spire.API, dryRun bool, workers int, health *Health) error {
+// ClusterFederatedTrustDomain manifests of cc.Config.StaticManifestPath are the declared
+// state, and no Kubernetes API is used. The controllers are built by the same descriptors,
+// on the same SPIRE client chain, as in a cluster, with informers fed by the files; with no
+// API to write to, status is not kept and Events are logged. cc needs Config and SPIRE (and
+// DryRun, DryRunOutput as wanted); its Kubernetes fields are not used. A problem with the
+// manifests found before anything started is returned; later ones are logged and keep the
+// file's last good content.
+func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
+	cfg := cc.Config
 	if cfg.StaticManifestPath == "" {
-		return fmt.Errorf("static mode needs staticManifestPath")
+		return errors.New("static mode needs staticManifestPath")
 	}
 	source, err := static.NewSource(cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests, static.DefaultPollInterval)
 	if err != nil {
 		return err
 	}
-	named := func(name string) context.Context {
-		return klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), name))
+	cc = ControllerContext{Config: cfg, SPIRE: cc.SPIRE, DryRun: cc.DryRun, DryRunOutput: cc.DryRunOutput, StaticSource: source}
+	controllers, release, err := newControllers(ctx, cc)
+	if err != nil {
+		return err
 	}
-	var controllers []Controller
-	if cfg.Reconcile.ClusterStaticEntries {
-		opts := entryOptions(cfg, dryRun)
-		opts.IgnoreClusterSPIFFEIDs = true
-		c, err := entry.NewController(named(entry.ControllerName), nil, nil, nil, nil, nil, source.ClusterStaticEntries(), nil, nil, api, opts)
-		if err != nil {
-			return fmt.Errorf("constructing %s: %w", entry.ControllerName, err)
-		}
-		controllers = append(controllers, entryController{c})
-	}
-	if cfg.Reconcile.ClusterFederatedTrustDomains {
-		c, err := federation.NewController(named(federation.ControllerName), source.ClusterFederatedTrustDomains(), nil, nil, api, federationOptions(cfg))
-		if err != nil {
-			return fmt.Errorf("constructing %s: %w", federation.ControllerName, err)
-		}
-		controllers = append(controllers, federationController{c})
-	}
+	defer release()
 	if health != nil {
 		health.SetControllers(controllers)
 	}

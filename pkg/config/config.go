@@ -54,6 +54,29 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
+
+	// DefaultGracefulShutdownTimeout is how long the controllers get to stop after a signal,
+	// controller-runtime's default for gracefulShutDown.
+	DefaultGracefulShutdownTimeout = 30 * time.Second
+
+	// DefaultWebhookPort is where the admission webhook is served, as in
+	// spire-controller-manager.
+	DefaultWebhookPort = 9443
+
+	// ClassNameLabel is the label filterByClassName selects ClusterSPIFFEIDs by, as
+	// spire-controller-manager and its Helm chart name it.
+	ClassNameLabel = "spire.spiffe.io/class-name"
+)
+
+// Log levels and encodings of the logLevel and logEncoding fields.
+const (
+	LogLevelDebug = "debug"
+	LogLevelInfo  = "info"
+	LogLevelWarn  = "warn"
+	LogLevelError = "error"
+
+	LogEncodingConsole = "console"
+	LogEncodingJSON    = "json"
 )
 
 // DefaultIgnoreNamespaces are the namespaces whose pods never get entries when the config
@@ -96,7 +119,62 @@ type Config struct {
 	StaticManifestPath       string
 	ExpandEnvStaticManifests bool
 
+	// LogLevel is one of the LogLevel constants and LogEncoding one of the LogEncoding ones.
+	LogLevel    string
+	LogEncoding string
+
+	// GRPCMaxCallRecvMsgSize is the largest message accepted from SPIRE; 0 keeps the client's
+	// default.
+	GRPCMaxCallRecvMsgSize int
+
+	// ClusterSPIFFEIDLabels, when not empty, restricts the ClusterSPIFFEIDs watched to those
+	// carrying all these labels (clusterSPIFFEIDLabelSelector, plus the class label when
+	// filterByClassName is set).
+	ClusterSPIFFEIDLabels map[string]string
+
+	// CacheNamespaces, when not empty, restricts the namespaced objects watched (pods,
+	// EndpointSlices) to these namespaces, each optionally narrowed by selectors. Pods of
+	// other namespaces are treated as ignored.
+	CacheNamespaces map[string]NamespaceCache
+
+	// GracefulShutdownTimeout is how long the controllers get to stop after a signal before
+	// the process exits with an error; 0 does not wait, a negative value waits for ever.
+	GracefulShutdownTimeout time.Duration
+
+	// CacheSyncTimeout, when positive, is how long to wait for the informers' caches to fill
+	// before giving up with an error; 0 waits for ever.
+	CacheSyncTimeout time.Duration
+
+	// ValidatingWebhookConfigurationName and Webhook are stored for the admission webhook.
+	ValidatingWebhookConfigurationName string
+	Webhook                            Webhook
+
+	// Unused are fields that were set but have no meaning here, each with the reason; the
+	// binary logs them once at start.
+	Unused []UnusedField
+
 	ignoreNamespaces []*regexp.Regexp
+	// socketPathDefaulted is set when the file does not name spireServerSocketPath.
+	socketPathDefaulted bool
+}
+
+// NamespaceCache narrows the objects watched in one namespace. Empty selectors select all.
+type NamespaceCache struct {
+	LabelSelector string
+	FieldSelector string
+}
+
+// Webhook is where the admission webhook is to be served.
+type Webhook struct {
+	Port    int
+	Host    string
+	CertDir string
+}
+
+// UnusedField is a config field that is accepted but has no effect.
+type UnusedField struct {
+	Field  string
+	Reason string
 }
 
 // Reconcile selects the kinds the controllers reconcile. The entries and relationships of a
@@ -118,8 +196,14 @@ type LeaderElection struct {
 }
 
 // IsNamespaceIgnored reports whether a namespace matches one of the ignoreNamespaces
-// patterns. Patterns are anchored: "kube-.*" ignores kube-system but not my-kube-app.
+// patterns, or lies outside cacheNamespaces when those are set. Patterns are anchored:
+// "kube-.*" ignores kube-system but not my-kube-app.
 func (c *Config) IsNamespaceIgnored(namespace string) bool {
+	if len(c.CacheNamespaces) > 0 {
+		if _, cached := c.CacheNamespaces[namespace]; !cached {
+			return true
+		}
+	}
 	for _, re := range c.ignoreNamespaces {
 		if re.MatchString(namespace) {
 			return true
@@ -142,11 +226,27 @@ func (c *Config) ClassMatches(className string) bool {
 	}
 }
 
-// Load reads, decodes and validates the config file at path.
-func Load(path string) (*Config, error) {
+// UseSPIREAPISocketFlag applies spire-controller-manager's deprecated --spire-api-socket flag
+// as it does: the flag is used only when the file does not set spireServerSocketPath. It
+// reports whether the flag was used.
+func (c *Config) UseSPIREAPISocketFlag(path string) bool {
+	if path == "" || !c.socketPathDefaulted {
+		return false
+	}
+	c.SPIREServerSocketPath, c.socketPathDefaulted = path, false
+	return true
+}
+
+// Load reads, decodes and validates the config file at path. With expandEnv, $VAR and ${VAR}
+// are first replaced by the environment's values (unset ones by nothing), as
+// spire-controller-manager's --expand-env does.
+func Load(path string, expandEnv bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	if expandEnv {
+		data = []byte(os.ExpandEnv(string(data)))
 	}
 	cfg, err := Parse(data)
 	if err != nil {

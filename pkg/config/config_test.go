@@ -17,9 +17,12 @@ limitations under the License.
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 const minimal = `
@@ -249,6 +252,22 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"ClusterSPIFFEIDs in static mode", minimal + "staticManifestPath: /m\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true}\n",
 			"reconcile.clusterSPIFFEIDs"},
 		{"leader election in static mode", minimal + "staticManifestPath: /m\nleaderElection: {leaderElect: true}\n", "leaderElection.leaderElect"},
+		{"unknown log level", minimal + "logLevel: verbose\n", "logLevel"},
+		{"unknown log encoding", minimal + "logEncoding: logfmt\n", "logEncoding"},
+		{"filterByClassName without className", minimal + "filterByClassName: true\n", "className"},
+		{"bad label selector key", minimal + "clusterSPIFFEIDLabelSelector: {\"a b\": x}\n", "clusterSPIFFEIDLabelSelector"},
+		{"bad label selector value", minimal + "clusterSPIFFEIDLabelSelector: {team: \"a b\"}\n", "clusterSPIFFEIDLabelSelector"},
+		{"both cache namespace fields", minimal + "cacheNamespace: a\ncacheNamespaces: {b: {}}\n", "cacheNamespace"},
+		{"bad namespace label selector", minimal + "cacheNamespaces: {a: {labelSelectors: {\"-x\": y}}}\n", "cacheNamespaces[a].labelSelectors"},
+		{"different selectors per namespace", minimal + "cacheNamespaces: {a: {labelSelectors: {x: y}}, b: {}}\n", "cacheNamespaces[b]"},
+		{"webhook port zero", minimal + "webhook: {port: 0}\n", "webhook.port"},
+		{"webhook port too large", minimal + "webhook: {port: 70000}\n", "webhook.port"},
+		{"misspelt webhook field", minimal + "webhook: {prot: 9443}\n", "prot"},
+		{"bad gracefulShutDown", minimal + "gracefulShutDown: soon\n", "gracefulShutDown"},
+		{"bad syncPeriod", minimal + "syncPeriod: often\n", "syncPeriod"},
+		{"zero cacheSyncTimeout", minimal + "controller: {cacheSyncTimeout: 0}\n", "controller.cacheSyncTimeout"},
+		{"misspelt controller field", minimal + "controller: {recoverPanics: true}\n", "recoverPanics"},
+		{"grpc as a number", minimal + "grpc: 4\n", "grpc"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},
 	} {
@@ -261,5 +280,159 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 				t.Errorf("error %q does not name %q", err, tc.field)
 			}
 		})
+	}
+}
+
+// chartConfig is the config file the official Helm chart (spiffe/helm-charts-hardened)
+// renders for spire-controller-manager 0.7.0, with the optional fields set.
+const chartConfig = `
+apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+metadata:
+  name: spire-controller-manager
+  namespace: spire-server
+  labels: {app.kubernetes.io/name: server}
+metrics:
+  bindAddress: 0.0.0.0:8082
+health:
+  healthProbeBindAddress: 0.0.0.0:8083
+gcInterval: 10000000000
+logLevel: info
+logEncoding: console
+leaderElection:
+  leaderElect: true
+  resourceName: 98c9c988.spiffe.io
+  resourceNamespace: spire-server
+  leaseDuration: 15s
+  renewDeadline: 10s
+  retryPeriod: 2s
+validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook
+entryIDPrefix: example-cluster
+clusterName: example-cluster
+trustDomain: example.org
+ignoreNamespaces: [kube-system, kube-public, local-path-storage, "openshift-.*", "ibm-.*"]
+spireServerSocketPath: /tmp/spire-server/private/api.sock
+className: spire-server-spire
+watchClassless: false
+filterByClassName: true
+parentIDTemplate: "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
+reconcile:
+  clusterSPIFFEIDs: true
+  clusterFederatedTrustDomains: true
+  clusterStaticEntries: true
+`
+
+// TestEveryControllerManagerFieldIsAccepted parses the chart's config plus every other field
+// of spire-controller-manager 0.7.0's ControllerManagerConfig and checks what each becomes.
+func TestEveryControllerManagerFieldIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		extra  string
+		check  func(*Config) any
+		want   any
+		unused []string
+	}{
+		{name: "chart defaults", check: func(c *Config) any {
+			return []any{c.LogLevel, c.LogEncoding, c.ClusterSPIFFEIDLabels, c.ValidatingWebhookConfigurationName, c.Webhook, c.GracefulShutdownTimeout, c.CacheSyncTimeout}
+		}, want: []any{"info", "console", map[string]string{ClassNameLabel: "spire-server-spire"},
+			"spire-server-spire-controller-manager-webhook", Webhook{Port: DefaultWebhookPort}, DefaultGracefulShutdownTimeout, time.Duration(0)}},
+		{name: "log level and encoding", extra: "logLevel: DEBUG\nlogEncoding: json\n",
+			check: func(c *Config) any { return []string{c.LogLevel, c.LogEncoding} }, want: []string{"debug", "json"}},
+		{name: "label selector merged with the class label", extra: "clusterSPIFFEIDLabelSelector:\n  spire.spiffe.io/child-server: \"true\"\n  spire.spiffe.io/class-name: other\n",
+			check: func(c *Config) any { return c.ClusterSPIFFEIDLabels },
+			want:  map[string]string{"spire.spiffe.io/child-server": "true", ClassNameLabel: "spire-server-spire"}},
+		{name: "grpc", extra: "grpc: {maxCallRecvMsgSize: 67108864}\n",
+			check: func(c *Config) any { return c.GRPCMaxCallRecvMsgSize }, want: 64 << 20},
+		{name: "non-positive grpc size keeps the default", extra: "grpc: {maxCallRecvMsgSize: -1}\n",
+			check: func(c *Config) any { return c.GRPCMaxCallRecvMsgSize }, want: 0},
+		{name: "one cache namespace", extra: "cacheNamespace: apps\n",
+			check: func(c *Config) any { return c.CacheNamespaces }, want: map[string]NamespaceCache{"apps": {}}},
+		{name: "cache namespaces with selectors", extra: "cacheNamespaces:\n  apps:\n    labelSelectors: {spiffe: \"on\"}\n    fieldSelectors: {spec.nodeName: n1}\n",
+			check: func(c *Config) any { return c.CacheNamespaces },
+			want:  map[string]NamespaceCache{"apps": {LabelSelector: "spiffe=on", FieldSelector: "spec.nodeName=n1"}}},
+		{name: "several cache namespaces", extra: "cacheNamespaces: {apps: {}, web: null}\n",
+			check: func(c *Config) any { return c.CacheNamespaces }, want: map[string]NamespaceCache{"apps": {}, "web": {}}},
+		{name: "graceful shutdown", extra: "gracefulShutDown: 45s\n",
+			check: func(c *Config) any { return c.GracefulShutdownTimeout }, want: 45 * time.Second},
+		{name: "no graceful shutdown", extra: "gracefulShutDown: 0s\n",
+			check: func(c *Config) any { return c.GracefulShutdownTimeout }, want: time.Duration(0)},
+		{name: "unbounded graceful shutdown", extra: "gracefulShutDown: -1s\n",
+			check: func(c *Config) any { return c.GracefulShutdownTimeout }, want: -time.Second},
+		{name: "webhook", extra: "webhook: {port: 10443, host: 0.0.0.0, certDir: /certs}\n",
+			check: func(c *Config) any { return c.Webhook }, want: Webhook{Port: 10443, Host: "0.0.0.0", CertDir: "/certs"},
+			unused: []string{"webhook.certDir"}},
+		{name: "cache sync timeout in nanoseconds", extra: "controller: {cacheSyncTimeout: 120000000000}\n",
+			check: func(c *Config) any { return c.CacheSyncTimeout }, want: 2 * time.Minute},
+		{name: "fields with no meaning here", extra: "syncPeriod: 10h\nenableEntryRenderCache: true\nentryRenderCacheSize: 1000\n" +
+			"controller:\n  groupKindConcurrency: {ClusterSPIFFEID.spire.spiffe.io: 5}\n  recoverPanic: true\n",
+			check: func(c *Config) any { return c.CacheSyncTimeout }, want: time.Duration(0),
+			unused: []string{"syncPeriod", "enableEntryRenderCache, entryRenderCacheSize", "controller.groupKindConcurrency", "controller.recoverPanic"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := chartConfig
+			if strings.Contains(tc.extra, "logLevel") {
+				file = strings.NewReplacer("logLevel: info\n", "", "logEncoding: console\n", "").Replace(file)
+			}
+			cfg, err := Parse([]byte(file + tc.extra))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, tc.check(cfg)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			var unused []string
+			for _, u := range cfg.Unused {
+				unused = append(unused, u.Field)
+			}
+			if diff := cmp.Diff(tc.unused, unused); diff != "" {
+				t.Errorf("unused fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCacheNamespacesIgnoreOtherNamespaces(t *testing.T) {
+	cfg, err := Parse([]byte(minimal + "ignoreNamespaces: [apps-canary]\ncacheNamespaces: {apps: {}, apps-canary: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]bool{"apps": false, "apps-canary": true, "default": true, "kube-system": true} {
+		if got := cfg.IsNamespaceIgnored(ns); got != want {
+			t.Errorf("IsNamespaceIgnored(%q) = %v, want %v", ns, got, want)
+		}
+	}
+}
+
+func TestSPIREAPISocketFlagOnlyFillsAnUnsetPath(t *testing.T) {
+	unset, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !unset.UseSPIREAPISocketFlag("/flag.sock") || unset.SPIREServerSocketPath != "/flag.sock" {
+		t.Errorf("flag not used when the file sets no path: %q", unset.SPIREServerSocketPath)
+	}
+	set, err := Parse([]byte(minimal + "spireServerSocketPath: /file.sock\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.UseSPIREAPISocketFlag("/flag.sock") || set.SPIREServerSocketPath != "/file.sock" {
+		t.Errorf("flag overrode the file's path: %q", set.SPIREServerSocketPath)
+	}
+}
+
+func TestLoadExpandsEnvironmentOnlyWhenAsked(t *testing.T) {
+	t.Setenv("TEST_CLUSTER", "east")
+	path := t.TempDir() + "/config.yaml"
+	if err := os.WriteFile(path, []byte("trustDomain: example.org\nclusterName: ${TEST_CLUSTER}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for expand, want := range map[bool]string{true: "east", false: "${TEST_CLUSTER}"} {
+		cfg, err := Load(path, expand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ClusterName != want {
+			t.Errorf("expandEnv %v: clusterName = %q, want %q", expand, cfg.ClusterName, want)
+		}
 	}
 }

@@ -25,8 +25,8 @@ import (
 
 // File is the on-disk config file. Its fields, JSON names and meaning are those of
 // spire-controller-manager's ControllerManagerConfig, so an existing file keeps working.
-// Fields spire-registrar does not implement are still declared here so that setting one is
-// rejected by name instead of being silently ignored.
+// Every field of spire-controller-manager v0.7.0 is declared, so any file it accepts decodes;
+// a field that is not declared here is a typo and stops start-up.
 type File struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -49,18 +49,52 @@ type File struct {
 	StaticManifestPath       *string          `json:"staticManifestPath"`
 	ExpandEnvStaticManifests bool             `json:"expandEnvStaticManifests"`
 	LogLevel                 string           `json:"logLevel"`
+	LogEncoding              string           `json:"logEncoding"`
+	GRPC                     *GRPCConfig      `json:"grpc"`
+
+	FilterByClassName            bool                        `json:"filterByClassName"`
+	ClusterSPIFFEIDLabelSelector map[string]string           `json:"clusterSPIFFEIDLabelSelector"`
+	CacheNamespace               string                      `json:"cacheNamespace"`
+	CacheNamespaces              map[string]*NamespaceConfig `json:"cacheNamespaces"`
 
 	Metrics        *MetricsConfig        `json:"metrics"`
 	Health         *HealthConfig         `json:"health"`
 	LeaderElection *LeaderElectionConfig `json:"leaderElection"`
 
-	ValidatingWebhookConfigurationName string          `json:"validatingWebhookConfigurationName"`
-	Webhook                            json.RawMessage `json:"webhook"`
-	SyncPeriod                         *Duration       `json:"syncPeriod"`
-	CacheNamespace                     string          `json:"cacheNamespace"`
-	CacheNamespaces                    json.RawMessage `json:"cacheNamespaces"`
-	GracefulShutdown                   *Duration       `json:"gracefulShutDown"`
-	Controller                         json.RawMessage `json:"controller"`
+	ValidatingWebhookConfigurationName string         `json:"validatingWebhookConfigurationName"`
+	Webhook                            *WebhookConfig `json:"webhook"`
+
+	SyncPeriod             *Duration         `json:"syncPeriod"`
+	GracefulShutdown       *Duration         `json:"gracefulShutDown"`
+	Controller             *ControllerConfig `json:"controller"`
+	EnableEntryRenderCache bool              `json:"enableEntryRenderCache"`
+	EntryRenderCacheSize   int               `json:"entryRenderCacheSize"`
+}
+
+// GRPCConfig tunes the gRPC connection to the SPIRE server.
+type GRPCConfig struct {
+	// MaxCallRecvMsgSize is the largest message accepted from SPIRE; <= 0 keeps the default.
+	MaxCallRecvMsgSize int `json:"maxCallRecvMsgSize"`
+}
+
+// NamespaceConfig narrows what is cached of one namespace's objects.
+type NamespaceConfig struct {
+	LabelSelectors map[string]string `json:"labelSelectors"`
+	FieldSelectors map[string]string `json:"fieldSelectors"`
+}
+
+// WebhookConfig is where the admission webhook is served.
+type WebhookConfig struct {
+	Port    *int   `json:"port"`
+	Host    string `json:"host"`
+	CertDir string `json:"certDir"`
+}
+
+// ControllerConfig is controller-runtime's global controller configuration.
+type ControllerConfig struct {
+	GroupKindConcurrency map[string]int `json:"groupKindConcurrency"`
+	CacheSyncTimeout     *Duration      `json:"cacheSyncTimeout"`
+	RecoverPanic         *bool          `json:"recoverPanic"`
 }
 
 // ReconcileConfig selects which kinds are reconciled.
@@ -134,6 +168,14 @@ func (d *Duration) validate(path *field.Path) *field.Error {
 		return field.Invalid(path, d.invalid, `want a duration like "10s" or integer nanoseconds`)
 	case d.Duration <= 0:
 		return field.Invalid(path, d.String(), "must be positive")
+	}
+	return nil
+}
+
+// validateParsed reports a malformed duration at path; zero and negative values are allowed.
+func (d *Duration) validateParsed(path *field.Path) *field.Error {
+	if d.invalid != "" {
+		return field.Invalid(path, d.invalid, `want a duration like "10s" or integer nanoseconds`)
 	}
 	return nil
 }

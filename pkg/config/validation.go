@@ -29,10 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// notSupported is the message for a spire-controller-manager field spire-registrar does not
-// implement: it is refused rather than ignored, so nobody runs with a setting that has no effect.
-const notSupported = "not supported by spire-registrar yet; remove it"
-
 // Validate checks the file, applies defaults and returns the runtime Config. Every problem is
 // reported, each naming its field.
 func (f *File) Validate() (*Config, error) {
@@ -78,7 +74,7 @@ func (f *File) Validate() (*Config, error) {
 		errs = append(errs, field.Invalid(field.NewPath("clusterDomain"), f.ClusterDomain, "must not start or end with a dot"))
 	}
 	if cfg.SPIREServerSocketPath == "" {
-		cfg.SPIREServerSocketPath = DefaultSPIREServerSocketPath
+		cfg.SPIREServerSocketPath, cfg.socketPathDefaulted = DefaultSPIREServerSocketPath, true
 	}
 
 	if f.IgnoreNamespaces != nil {
@@ -118,7 +114,9 @@ func (f *File) Validate() (*Config, error) {
 	errs = append(errs, f.validateServing(cfg)...)
 	errs = append(errs, f.validateLeaderElection(cfg)...)
 	errs = append(errs, f.validateStaticMode(cfg)...)
-	errs = append(errs, f.unsupported()...)
+	errs = append(errs, f.validateLogging(cfg)...)
+	errs = append(errs, f.validateCaches(cfg)...)
+	errs = append(errs, f.validateManager(cfg)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
 	}
@@ -268,24 +266,5 @@ func (f *File) validateStaticMode(cfg *Config) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("leaderElection", "leaderElect"),
 			"not available with staticManifestPath: static mode has no Kubernetes API to hold a Lease in"))
 	}
-	return errs
-}
-
-// unsupported rejects every spire-controller-manager field that is set but not implemented.
-func (f *File) unsupported() field.ErrorList {
-	var errs field.ErrorList
-	reject := func(set bool, path string) {
-		if set {
-			errs = append(errs, field.Forbidden(field.NewPath(path), notSupported))
-		}
-	}
-	reject(f.LogLevel != "", "logLevel")
-	reject(f.ValidatingWebhookConfigurationName != "", "validatingWebhookConfigurationName")
-	reject(len(f.Webhook) > 0, "webhook")
-	reject(f.SyncPeriod != nil, "syncPeriod")
-	reject(f.CacheNamespace != "", "cacheNamespace")
-	reject(len(f.CacheNamespaces) > 0, "cacheNamespaces")
-	reject(f.GracefulShutdown != nil, "gracefulShutDown")
-	reject(len(f.Controller) > 0, "controller")
 	return errs
 }

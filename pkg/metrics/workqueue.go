@@ -17,6 +17,8 @@ limitations under the License.
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -75,9 +77,19 @@ func (workqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return queueRetries.WithLabelValues(name)
 }
 
-// registerWorkqueueMetrics makes every named queue created from now on report to Registry.
-// client-go takes the first provider set; queues must be created after this package's init.
+// registerWorkqueueMetrics registers the workqueue metrics on Registry. They stay empty until
+// a binary calls SetWorkqueueProvider.
 func registerWorkqueueMetrics() {
 	Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWorkDuration, queueUnfinished, queueLongestRunning, queueRetries)
-	workqueue.SetProvider(workqueueProvider{})
+}
+
+var setProviderOnce sync.Once
+
+// SetWorkqueueProvider makes every named client-go workqueue created from now on report to
+// Registry. It changes client-go's process-wide provider, so it is the binary's call, never a
+// library's: the spire-registrar binary makes it at start, and an embedding binary makes it
+// (or sets a provider of its own) as it sees fit. client-go keeps the first provider set, and
+// only queues created after it report.
+func SetWorkqueueProvider() {
+	setProviderOnce.Do(func() { workqueue.SetProvider(workqueueProvider{}) })
 }

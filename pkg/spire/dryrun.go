@@ -18,6 +18,8 @@ package spire
 
 import (
 	"context"
+	"fmt"
+	"io"
 
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/protobuf/proto"
@@ -28,15 +30,37 @@ import (
 // as SPIRE would on success, so the caller's view moves on as if it had been applied and every
 // planned change is reported once. It is how spire-registrar is adopted safely on a server that
 // already holds entries.
-func DryRun(inner API) API {
-	return &dryRun{API: inner}
+//
+// When plan is not nil, every write is also recorded on it as one JSON line (see PlannedWrite),
+// for review. A write that cannot be recorded fails, so that no planned change goes unrecorded.
+func DryRun(inner API, plan io.Writer) API {
+	d := &dryRun{API: inner}
+	if plan != nil {
+		d.plan = newPlanWriter(plan)
+	}
+	return d
 }
 
 type dryRun struct {
 	API
+	// plan records planned writes; nil records nothing.
+	plan *planWriter
+}
+
+func (d *dryRun) record(writes []PlannedWrite) error {
+	if d.plan == nil {
+		return nil
+	}
+	if err := d.plan.write(writes); err != nil {
+		return fmt.Errorf("recording the dry-run plan: %w", err)
+	}
+	return nil
 }
 
 func (d *dryRun) CreateEntries(_ context.Context, entries []*types.Entry) ([]EntryResult, error) {
+	if err := d.record(entryWrites(OpCreate, entries, nil)); err != nil {
+		return nil, err
+	}
 	out := make([]EntryResult, len(entries))
 	for i, e := range entries {
 		echo := proto.Clone(e).(*types.Entry)
@@ -48,7 +72,10 @@ func (d *dryRun) CreateEntries(_ context.Context, entries []*types.Entry) ([]Ent
 	return out, nil
 }
 
-func (d *dryRun) UpdateEntries(_ context.Context, entries []*types.Entry, _ *types.EntryMask) ([]EntryResult, error) {
+func (d *dryRun) UpdateEntries(_ context.Context, entries []*types.Entry, mask *types.EntryMask) ([]EntryResult, error) {
+	if err := d.record(entryWrites(OpUpdate, entries, mask)); err != nil {
+		return nil, err
+	}
 	out := make([]EntryResult, len(entries))
 	for i, e := range entries {
 		out[i] = EntryResult{Entry: proto.Clone(e).(*types.Entry)}
@@ -57,25 +84,53 @@ func (d *dryRun) UpdateEntries(_ context.Context, entries []*types.Entry, _ *typ
 }
 
 func (d *dryRun) DeleteEntries(_ context.Context, ids []string) ([]DeleteResult, error) {
-	out := make([]DeleteResult, len(ids))
+	writes := make([]PlannedWrite, len(ids))
 	for i, id := range ids {
-		out[i] = DeleteResult{ID: id}
+		writes[i] = PlannedWrite{Op: OpDelete, Kind: KindEntry, ID: id}
 	}
-	return out, nil
+	if err := d.record(writes); err != nil {
+		return nil, err
+	}
+	return deleted(ids), nil
 }
 
 func (d *dryRun) CreateFederationRelationships(_ context.Context, rels []*types.FederationRelationship) ([]FederationResult, error) {
+	if err := d.record(relationshipWrites(OpCreate, rels, nil)); err != nil {
+		return nil, err
+	}
+	return echoRelationships(rels), nil
+}
+
+func (d *dryRun) UpdateFederationRelationships(_ context.Context, rels []*types.FederationRelationship, mask *types.FederationRelationshipMask) ([]FederationResult, error) {
+	if err := d.record(relationshipWrites(OpUpdate, rels, mask)); err != nil {
+		return nil, err
+	}
+	return echoRelationships(rels), nil
+}
+
+func (d *dryRun) DeleteFederationRelationships(_ context.Context, trustDomains []string) ([]DeleteResult, error) {
+	writes := make([]PlannedWrite, len(trustDomains))
+	for i, td := range trustDomains {
+		writes[i] = PlannedWrite{Op: OpDelete, Kind: KindFederationRelationship, TrustDomain: td}
+	}
+	if err := d.record(writes); err != nil {
+		return nil, err
+	}
+	return deleted(trustDomains), nil
+}
+
+func echoRelationships(rels []*types.FederationRelationship) []FederationResult {
 	out := make([]FederationResult, len(rels))
 	for i, r := range rels {
 		out[i] = FederationResult{Relationship: proto.Clone(r).(*types.FederationRelationship)}
 	}
-	return out, nil
+	return out
 }
 
-func (d *dryRun) UpdateFederationRelationships(_ context.Context, rels []*types.FederationRelationship, _ *types.FederationRelationshipMask) ([]FederationResult, error) {
-	return d.CreateFederationRelationships(context.Background(), rels)
-}
-
-func (d *dryRun) DeleteFederationRelationships(_ context.Context, trustDomains []string) ([]DeleteResult, error) {
-	return d.DeleteEntries(context.Background(), trustDomains)
+func deleted(ids []string) []DeleteResult {
+	out := make([]DeleteResult, len(ids))
+	for i, id := range ids {
+		out[i] = DeleteResult{ID: id}
+	}
+	return out
 }

@@ -1,0 +1,117 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"flag"
+
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+)
+
+// Options are the standalone binary's command-line flags: spire-registrar's own, and every
+// flag spire-controller-manager v0.7.0 accepts, with the same meaning.
+type Options struct {
+	Kubeconfig string
+	Master     string
+	ConfigFile string
+	// ExpandEnv expands $VAR in the config file (spire-controller-manager's --expand-env).
+	ExpandEnv bool
+	// SPIREAPISocket is spire-controller-manager's deprecated --spire-api-socket: used only
+	// when the config file does not set spireServerSocketPath.
+	SPIREAPISocket string
+	Workers        int
+	DryRun         bool
+	// DryRunOutput, with DryRun, is a file that receives every planned SPIRE write as a JSON
+	// line.
+	DryRunOutput string
+
+	// These override the config file's fields of the same meaning when set.
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+
+	// Log holds controller-runtime's zap flags, which spire-controller-manager accepts.
+	Log LogFlags
+
+	// set records the flags given on the command line.
+	set map[string]bool
+}
+
+// LogFlags are controller-runtime's zap logging flags. The level and encoding map to klog's
+// verbosity and component-base's log format; the others only change zap and are accepted.
+type LogFlags struct {
+	ZapLogLevel        string
+	ZapEncoder         string
+	ZapDevel           bool
+	ZapStacktraceLevel string
+	ZapTimeEncoding    string
+}
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
+	fs.StringVar(&o.Master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
+	fs.StringVar(&o.ConfigFile, "config", "", "Path to the config file (spire-controller-manager's ControllerManagerConfig format). Required.")
+	fs.BoolVar(&o.ExpandEnv, "expand-env", false, "Expand environment variables in the config file.")
+	fs.StringVar(&o.SPIREAPISocket, "spire-api-socket", "", "The path to the SPIRE API socket (deprecated; use spireServerSocketPath in the config file, which wins when set).")
+	fs.IntVar(&o.Workers, "workers", 10, "Number of pods synced concurrently.")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing anything: not to SPIRE, not status, not Events.")
+	fs.StringVar(&o.DryRunOutput, "dry-run-output", "", "With --dry-run, also write every planned SPIRE write to this file as JSON lines, for review.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Run only while holding a Lease, so one of several replicas writes. Overrides leaderElection.leaderElect.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "", "Name of the Lease. Overrides leaderElection.resourceName.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease (default: the pod's). Overrides leaderElection.resourceNamespace.")
+
+	fs.StringVar(&o.Log.ZapLogLevel, "zap-log-level", "", "As in spire-controller-manager: debug, info, error, panic or an integer verbosity. Sets -v unless -v is given; overrides logLevel.")
+	fs.StringVar(&o.Log.ZapEncoder, "zap-encoder", "", "As in spire-controller-manager: console or json. Overrides logEncoding.")
+	fs.BoolVar(&o.Log.ZapDevel, "zap-devel", true, "Accepted for spire-controller-manager compatibility; no effect.")
+	fs.StringVar(&o.Log.ZapStacktraceLevel, "zap-stacktrace-level", "", "Accepted for spire-controller-manager compatibility; no effect.")
+	fs.StringVar(&o.Log.ZapTimeEncoding, "zap-time-encoding", "", "Accepted for spire-controller-manager compatibility; no effect.")
+}
+
+// Parsed records which flags of fs were given; call it after fs.Parse.
+func (o *Options) Parsed(fs *flag.FlagSet) {
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+}
+
+// IsSet reports whether the flag of that name was given.
+func (o *Options) IsSet(name string) bool {
+	return o.set[name]
+}
+
+// override applies the flags the user set over the config file's fields.
+func (o *Options) override(cfg *config.Config) {
+	if o.set["metrics-bind-address"] {
+		cfg.MetricsBindAddress = o.MetricsBindAddress
+	}
+	if o.set["health-probe-bind-address"] {
+		cfg.HealthProbeBindAddress = o.HealthProbeBindAddress
+	}
+	if o.set["leader-elect"] {
+		cfg.LeaderElection.Enabled = o.LeaderElect
+	}
+	if o.set["leader-election-id"] {
+		cfg.LeaderElection.ResourceName = o.LeaderElectionID
+	}
+	if o.set["leader-election-namespace"] {
+		cfg.LeaderElection.ResourceNamespace = o.LeaderElectionNamespace
+	}
+}

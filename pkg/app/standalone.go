@@ -1,0 +1,201 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+)
+
+// RunStandalone is the whole life of the spire-registrar binary: load the config, set up
+// logging, serve metrics and health, and run the controllers (in the cluster, under leader
+// election when asked, or in static mode) until ctx is done. fs is the flag set opts and
+// klog's flags were parsed from.
+func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
+	if opts.ConfigFile == "" {
+		return errors.New("--config is required")
+	}
+	if opts.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", opts.Workers)
+	}
+	if opts.DryRunOutput != "" && !opts.DryRun {
+		return errors.New("--dry-run-output needs --dry-run")
+	}
+	cfg, err := config.Load(opts.ConfigFile, opts.ExpandEnv)
+	if err != nil {
+		return err
+	}
+	logging, err := loggingSettings(cfg, opts.Log, opts, currentVerbosity(fs))
+	if err != nil {
+		return err
+	}
+	if err := applyLogging(logging, fs); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	for _, note := range logging.Notes {
+		logger.Info("Warning: " + note)
+	}
+	opts.override(cfg)
+	if opts.SPIREAPISocket != "" {
+		if cfg.UseSPIREAPISocketFlag(opts.SPIREAPISocket) {
+			logger.Info("Warning: --spire-api-socket is deprecated; set spireServerSocketPath in the config file")
+		} else {
+			logger.Info("Warning: ignoring the deprecated --spire-api-socket: the config file sets spireServerSocketPath")
+		}
+	}
+	logUnused(logger, cfg)
+	// The binary, not the library, sets client-go's process-wide workqueue metrics provider,
+	// before any controller creates its queues.
+	metrics.SetWorkqueueProvider()
+
+	static := cfg.StaticManifestPath != ""
+	if static && cfg.LeaderElection.Enabled {
+		return fmt.Errorf("--leader-elect is not available with staticManifestPath: static mode has no Kubernetes API to hold a Lease in")
+	}
+	if static && (opts.Kubeconfig != "" || opts.Master != "") {
+		logger.Info("Warning: --kubeconfig and --master are not used in static mode")
+	}
+	if !static && cfg.ClusterDomain == "" {
+		detectCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		domain, err := DetectClusterDomain(detectCtx)
+		cancel()
+		if err != nil {
+			logger.Info("Warning: clusterDomain is not set and could not be detected; DNS names that need it are left out", "err", err)
+		} else {
+			cfg.ClusterDomain = domain
+			logger.Info("Detected cluster domain", "clusterDomain", domain)
+		}
+	}
+
+	spireClient, err := DialSPIRE(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer spireClient.Close()
+
+	health := &Health{}
+	if cfg.MetricsBindAddress != config.DisabledAddress {
+		if _, err := Serve(ctx, "metrics", cfg.MetricsBindAddress, MetricsHandler()); err != nil {
+			return err
+		}
+	}
+	if cfg.HealthProbeBindAddress != config.DisabledAddress {
+		if _, err := Serve(ctx, "health", cfg.HealthProbeBindAddress, health.Handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
+			return err
+		}
+	}
+
+	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
+		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.Workers,
+		"leaderElection", cfg.LeaderElection.Enabled, "staticManifestPath", cfg.StaticManifestPath)
+	cc := ControllerContext{Config: cfg, SPIRE: spireClient, DryRun: opts.DryRun}
+	if opts.DryRun {
+		logger.Info("Dry run: nothing is written, not to SPIRE, not status, not Events; planned changes are logged", "dryRunOutput", opts.DryRunOutput)
+	}
+	if opts.DryRunOutput != "" {
+		plan, err := os.Create(opts.DryRunOutput)
+		if err != nil {
+			return fmt.Errorf("--dry-run-output: %w", err)
+		}
+		defer func() {
+			if err := plan.Close(); err != nil {
+				logger.Error(err, "Closing the dry-run plan", "file", opts.DryRunOutput)
+			}
+		}()
+		cc.DryRunOutput = plan
+	}
+	return runWithShutdownTimeout(ctx, cfg.GracefulShutdownTimeout, func() error {
+		if static {
+			logger.Info("Static mode: the manifests of staticManifestPath are the declared state; no Kubernetes API is used")
+			return RunStatic(ctx, cc, opts.Workers, health)
+		}
+		logWebhookState(logger, cfg)
+		return runInCluster(ctx, opts, cc, health)
+	})
+}
+
+// logUnused says once which config fields were accepted without effect, and why.
+func logUnused(logger klog.Logger, cfg *config.Config) {
+	for _, u := range cfg.Unused {
+		logger.Info("Config field accepted but without effect", "field", u.Field, "reason", u.Reason)
+	}
+}
+
+// logWebhookState says once that the admission webhook the config names is not served: as in
+// spire-controller-manager, ENABLE_WEBHOOKS=false turns it off, and then nothing is said.
+func logWebhookState(logger klog.Logger, cfg *config.Config) {
+	if cfg.ValidatingWebhookConfigurationName == "" || os.Getenv("ENABLE_WEBHOOKS") == "false" {
+		return
+	}
+	logger.Info("Warning: the admission webhook is not served yet; set ENABLE_WEBHOOKS=false, or set the ValidatingWebhookConfiguration's failurePolicy to Ignore, or writes of ClusterSPIFFEIDs and ClusterFederatedTrustDomains fail",
+		"validatingWebhookConfigurationName", cfg.ValidatingWebhookConfigurationName, "port", cfg.Webhook.Port)
+}
+
+// runInCluster runs the controllers on a Kubernetes API, under leader election when asked.
+// cc carries the config and the SPIRE client; the clients and informers are added here.
+func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, health *Health) error {
+	cfg := cc.Config
+	// With neither flag set this falls back to the in-cluster config.
+	restConfig, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("building Kubernetes client config: %w", err)
+	}
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.UserAgent = "spire-registrar"
+	// Status writes for many ClusterSPIFFEIDs and Events come in bursts.
+	restConfig.QPS, restConfig.Burst = 50, 100
+	kubeClient, err := clientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	spireAPIClient, err := spireclientset.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
+	}
+
+	runControllers := func(ctx context.Context) error {
+		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
+		cc := cc
+		cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
+		cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+		return Run(ctx, cc, opts.Workers, health)
+	}
+	if !cfg.LeaderElection.Enabled {
+		return runControllers(ctx)
+	}
+	var runErr error
+	if err := RunWithLeaderElection(ctx, kubeClient, cfg.LeaderElection, health, func(ctx context.Context) {
+		runErr = runControllers(ctx)
+	}); err != nil {
+		return err
+	}
+	return runErr
+}
