@@ -206,3 +206,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 	<-ctx.Done()
 }
+
+func (c *Controller) worker(ctx context.Context) {
+	runner.Work(ctx, ControllerName, "trustDomain", c.queue, c.syncTrustDomain)
+}

@@ -27,6 +27,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -84,7 +85,7 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 		}
 		w.c.relationships.put(echoed(r.Relationship, d.relationship))
 		logger.V(2).Info("Created federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
-		w.c.recorder.Eventf(d.owner, corev1.EventTypeNormal, reasonCreated, "Created federation relationship with %q", d.trustDomain)
+		w.c.recorder.Eventf(d.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipCreated, "Created federation relationship with %q", d.trustDomain)
 	}
 }
 
@@ -127,7 +128,7 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 		}
 		w.c.relationships.put(echoed(r.Relationship, u.relationship))
 		logger.V(2).Info("Updated federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
-		w.c.recorder.Eventf(u.owner, corev1.EventTypeNormal, reasonUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
+		w.c.recorder.Eventf(u.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
 	}
 }
 

@@ -365,14 +365,14 @@ func TestIntegration(t *testing.T) {
 	// creationTimestamp has a resolution of one second, so this resource may well be as old
 	// as "spiffe"; the name breaks the tie, and "spiffe" < "z-conflict".
 	create("z-conflict", webSpec("spiffe.test", endpoint+"/conflict"))
-	expectEvent("web", reasonInvalidSpec, "spec.trustDomainBundle")
-	expectEvent("bad", reasonInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
-	expectEvent("own", reasonInvalidSpec, "spec.trustDomain")
-	expectEvent("z-conflict", reasonConflict, `"spiffe"`)
-	expectReady("web", metav1.ConditionFalse, reasonInvalidSpec)
-	expectReady("bad", metav1.ConditionFalse, reasonInvalidSpec)
-	expectReady("z-conflict", metav1.ConditionFalse, reasonConflict)
-	expectReady("spiffe", metav1.ConditionTrue, "RelationshipSet")
+	expectEvent("web", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomainBundle")
+	expectEvent("bad", spirev1alpha1.ReasonFederationInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
+	expectEvent("own", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomain")
+	expectEvent("z-conflict", spirev1alpha1.ReasonFederationConflict, `"spiffe"`)
+	expectReady("web", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
+	expectReady("bad", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
+	expectReady("z-conflict", metav1.ConditionFalse, spirev1alpha1.ReasonFederationConflict)
+	expectReady("spiffe", metav1.ConditionTrue, spirev1alpha1.ReasonRelationshipSet)
 	expect("relationships untouched", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {
 		if got := rels["web.test"].BundleEndpointURL; got != endpoint+"/web/v2" {
 			return fmt.Errorf("web.test URL = %s, want it kept", got)

@@ -28,14 +28,6 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
-// Reasons of the Events the controller records on ClusterFederatedTrustDomains.
-const (
-	reasonInvalidSpec = "InvalidSpec"
-	reasonConflict    = "Conflict"
-	reasonCreated     = "RelationshipCreated"
-	reasonUpdated     = "RelationshipUpdated"
-)
-
 // declaration is what the ClusterFederatedTrustDomains naming one trust domain declare.
 type declaration struct {
 	// trustDomain is the key: the trust domain's name.
@@ -76,12 +68,12 @@ func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffei
 		d := &declaration{trustDomain: key, owner: group[0]}
 		rel, errs := toRelationship(&d.owner.Spec, own)
 		if len(errs) > 0 {
-			problems = append(problems, problem{obj: d.owner, reason: reasonInvalidSpec,
+			problems = append(problems, problem{obj: d.owner, reason: spirev1alpha1.ReasonFederationInvalidSpec,
 				message: "Invalid spec; the federation relationship is left as SPIRE holds it: " + errs.ToAggregate().Error()})
 		}
 		d.relationship = rel
 		for _, loser := range group[1:] {
-			problems = append(problems, problem{obj: loser, reason: reasonConflict,
+			problems = append(problems, problem{obj: loser, reason: spirev1alpha1.ReasonFederationConflict,
 				message: fmt.Sprintf("Trust domain %q is already declared by the older ClusterFederatedTrustDomain %q; this one is ignored", key, d.owner.Name)})
 		}
 		decls[key] = d
