@@ -71,6 +71,10 @@ type Options struct {
 	// controller then deletes only relationships it saw its own resources give up (see
 	// ownership.go), instead of every relationship no resource declares.
 	SharedServer bool
+	// DryRun computes and logs every change but writes nothing to Kubernetes: no status and no
+	// Event (Events are only logged). The SPIRE client is expected to be spire.DryRun, which
+	// writes nothing to SPIRE.
+	DryRun bool
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -114,7 +118,8 @@ type Controller struct {
 // NewController wires the controller to the given informer. It registers an index and event
 // handlers but starts nothing: the caller starts the informer factory, then calls Run.
 // kubeClient receives Events; it may be nil, and then Events are only logged. spireAPI writes
-// the resources' Ready condition; it may be nil, and then status is left alone.
+// the resources' Ready condition; it may be nil, and then status is left alone. With
+// opts.DryRun, neither is written to.
 func NewController(
 	ctx context.Context,
 	cftdInformer spireinformers.ClusterFederatedTrustDomainInformer,
@@ -178,10 +183,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
-	if c.eventSink != nil {
-		c.eventBroadcaster.StartStructuredLogging(3)
-		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
-	}
+	c.startEventRecording()
 	defer c.eventBroadcaster.Shutdown()
 
 	var wg sync.WaitGroup
@@ -205,6 +207,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
 
 	<-ctx.Done()
+}
+
+// startEventRecording logs Events and, unless in a dry run, records them to the API.
+func (c *Controller) startEventRecording() {
+	if c.opts.DryRun || c.eventSink == nil {
+		c.eventBroadcaster.StartStructuredLogging(2)
+		return
+	}
+	c.eventBroadcaster.StartStructuredLogging(3)
+	c.eventBroadcaster.StartRecordingToSink(c.eventSink)
 }
 
 func (c *Controller) worker(ctx context.Context) {

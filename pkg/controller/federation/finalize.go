@@ -46,6 +46,9 @@ func (c *Controller) finalize(ctx context.Context, p plan) error {
 			w.errs = append(w.errs, err)
 		}
 	}
+	if c.opts.DryRun {
+		logPlan(klog.FromContext(ctx), p)
+	}
 	if n := len(p.toCreate) + len(p.toUpdate) + len(p.toDelete); n > 0 {
 		klog.FromContext(ctx).V(2).Info("Applied federation relationship plan",
 			"created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete), "errors", len(w.errs))
@@ -194,4 +197,17 @@ func (c *Controller) refresh(ctx context.Context, trustDomains []string) error {
 	}
 	klog.FromContext(ctx).V(2).Info("Refreshed federation relationships after a write SPIRE refused", "trustDomains", trustDomains)
 	return nil
+}
+
+// logPlan shows a dry run's user what the plan would write, at the default level.
+func logPlan(logger klog.Logger, p plan) {
+	for _, d := range p.toCreate {
+		logger.Info("Dry run: would create federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
+	}
+	for _, u := range p.toUpdate {
+		logger.Info("Dry run: would update federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
+	}
+	for _, td := range p.toDelete {
+		logger.Info("Dry run: would delete federation relationship", "trustDomain", td)
+	}
 }

@@ -66,7 +66,7 @@ func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.Clu
 
 // updateClusterFederatedTrustDomainStatus is the one function that writes the status of a
 // ClusterFederatedTrustDomain. It writes only when the condition changes the status, and
-// never without a client.
+// never in a dry run or without a client.
 func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context, cftd *spirev1alpha1.ClusterFederatedTrustDomain, ready metav1.Condition) error {
 	if c.spireAPI == nil {
 		return nil
@@ -77,6 +77,11 @@ func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context
 		return nil
 	}
 	logger := klog.FromContext(ctx)
+	if c.opts.DryRun {
+		logger.V(2).Info("Dry run: would update ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
+			"ready", ready.Status, "reason", ready.Reason)
+		return nil
+	}
 	if _, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err)
 	}
