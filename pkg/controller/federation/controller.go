@@ -63,8 +63,12 @@ func init() {
 type Options struct {
 	// TrustDomain is the SPIRE server's own trust domain, which cannot federate with itself.
 	TrustDomain spiffeid.TrustDomain
-	// ClassMatches reports whether a resource's className is this controller's to handle.
-	ClassMatches func(className string) bool
+	// ClassName is the className of the resources this controller handles. Empty means
+	// classless resources only, as in spire-controller-manager: resources of every other class
+	// belong to other installs.
+	ClassName string
+	// WatchClassless makes a controller with a ClassName handle classless resources too.
+	WatchClassless bool
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
 	// SharedServer says other owners keep relationships on the SPIRE server too: the
@@ -75,6 +79,13 @@ type Options struct {
 	// Event (Events are only logged). The SPIRE client is expected to be spire.DryRun, which
 	// writes nothing to SPIRE.
 	DryRun bool
+}
+
+// classMatches reports whether a resource of the given className is this controller's to
+// handle: resources of its own class, and classless ones when its class is empty or it
+// watches classless resources. This is spire-controller-manager's rule.
+func (o Options) classMatches(className string) bool {
+	return className == o.ClassName || (className == "" && o.WatchClassless)
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -133,9 +144,6 @@ func NewController(
 	}
 	if opts.TrustDomain.IsZero() {
 		return nil, errors.New("trust domain is required")
-	}
-	if opts.ClassMatches == nil {
-		opts.ClassMatches = func(string) bool { return true }
 	}
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)

@@ -20,10 +20,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
@@ -561,4 +563,44 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("b.org deleted", holds(""))
+}
+
+// TestClassName: a controller handles the resources of its class, and classless ones only
+// when its class is empty or it watches classless resources, as spire-controller-manager
+// does. With no class set, another install's resources are not its own.
+func TestClassName(t *testing.T) {
+	objs := func() []*spirev1alpha1.ClusterFederatedTrustDomain {
+		classless := cftd("classless", time.Hour, webSpec("classless.org", "https://classless/"))
+		mine := cftd("mine", time.Hour, webSpec("mine.org", "https://mine/"))
+		mine.Spec.ClassName = "mine"
+		other := cftd("other", time.Hour, webSpec("other.org", "https://other/"))
+		other.Spec.ClassName = "other"
+		return []*spirev1alpha1.ClusterFederatedTrustDomain{classless, mine, other}
+	}
+	tests := []struct {
+		name           string
+		className      string
+		watchClassless bool
+		want           []string
+	}{
+		{name: "no class: classless only", want: []string{"classless.org"}},
+		{name: "no class, watchClassless: classless only", watchClassless: true, want: []string{"classless.org"}},
+		{name: "a class: that class only", className: "mine", want: []string{"mine.org"}},
+		{name: "a class and watchClassless: that class and classless", className: "mine", watchClassless: true, want: []string{"classless.org", "mine.org"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t, objs()...)
+			env.c.opts.ClassName, env.c.opts.WatchClassless = tt.className, tt.watchClassless
+			env.fullResync()
+			for _, td := range []string{"classless.org", "mine.org", "other.org"} {
+				env.sync(td)
+			}
+			got := env.trustDomains()
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("SPIRE relationships (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

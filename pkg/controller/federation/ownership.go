@@ -67,17 +67,17 @@ func (r *releasedTrustDomains) forget(tds ...string) {
 // releaseOnChange records the trust domain a resource of this controller's class gives up by
 // an update: by naming another trust domain, or by moving to another class.
 func (c *Controller) releaseOnChange(oldCFTD, newCFTD *spirev1alpha1.ClusterFederatedTrustDomain) {
-	if !c.opts.ClassMatches(oldCFTD.Spec.ClassName) {
+	if !c.opts.classMatches(oldCFTD.Spec.ClassName) {
 		return
 	}
-	if keyOf(oldCFTD.Spec.TrustDomain) != keyOf(newCFTD.Spec.TrustDomain) || !c.opts.ClassMatches(newCFTD.Spec.ClassName) {
+	if keyOf(oldCFTD.Spec.TrustDomain) != keyOf(newCFTD.Spec.TrustDomain) || !c.opts.classMatches(newCFTD.Spec.ClassName) {
 		c.released.add(keyOf(oldCFTD.Spec.TrustDomain))
 	}
 }
 
 // releaseOnDelete records the trust domain a deleted resource of this controller's class named.
 func (c *Controller) releaseOnDelete(cftd *spirev1alpha1.ClusterFederatedTrustDomain) {
-	if c.opts.ClassMatches(cftd.Spec.ClassName) {
+	if c.opts.classMatches(cftd.Spec.ClassName) {
 		c.released.add(keyOf(cftd.Spec.TrustDomain))
 	}
 }
@@ -92,7 +92,7 @@ func (c *Controller) managed(current map[string]*spiretypes.FederationRelationsh
 	}
 	declaredByOthers := map[string]bool{}
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp == nil && !c.opts.ClassMatches(cftd.Spec.ClassName) {
+		if cftd.DeletionTimestamp == nil && !c.opts.classMatches(cftd.Spec.ClassName) {
 			declaredByOthers[keyOf(cftd.Spec.TrustDomain)] = true
 		}
 	}

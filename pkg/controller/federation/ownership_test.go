@@ -34,7 +34,7 @@ func TestSharedServerDeletesOnlyWhatItsResourcesGaveUp(t *testing.T) {
 	red.Spec.ClassName = "red"
 	env := newTestEnv(t, blue, red)
 	env.c.opts.SharedServer = true
-	env.c.opts.ClassMatches = func(class string) bool { return class == "blue" }
+	env.c.opts.ClassName = "blue"
 
 	// Another owner's relationships: one its resource (in view) declares, one out of view.
 	if _, err := env.c.spire.CreateFederationRelationships(env.ctx, []*spiretypes.FederationRelationship{

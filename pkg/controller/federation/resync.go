@@ -58,7 +58,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing ClusterFederatedTrustDomains: %w", err)
 	}
-	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
+	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.classMatches)
 	c.report(ctx, problems)
 	p := reconcile(decls, c.managed(c.relationships.all(), decls, cftds))
 	writeErr := c.finalize(ctx, p)

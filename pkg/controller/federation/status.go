@@ -54,7 +54,7 @@ func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problem
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
 	var errs []error
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp != nil || !c.opts.ClassMatches(cftd.Spec.ClassName) {
+		if cftd.DeletionTimestamp != nil || !c.opts.classMatches(cftd.Spec.ClassName) {
 			continue
 		}
 		if err := c.updateClusterFederatedTrustDomainStatus(ctx, cftd, conditions[cftd.Name]); err != nil {

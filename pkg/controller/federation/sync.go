@@ -45,7 +45,7 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 			cftds = append(cftds, cftd)
 		}
 	}
-	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
+	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.classMatches)
 	c.report(ctx, problems)
 
 	current := map[string]*spiretypes.FederationRelationship{}
