@@ -51,7 +51,8 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 func federationOptions(cfg *config.Config) federation.Options {
 	return federation.Options{
 		TrustDomain:    cfg.TrustDomain,
-		ClassMatches:   cfg.ClassMatches,
+		ClassName:      cfg.ClassName,
+		WatchClassless: cfg.WatchClassless,
 		ResyncInterval: cfg.GCInterval,
 		// A class or an entry ID prefix says the SPIRE server has other owners.
 		SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
