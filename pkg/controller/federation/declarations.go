@@ -48,13 +48,13 @@ type problem struct {
 }
 
 // declarations groups the resources of this controller's class by the trust domain they name
-// and resolves each group: the oldest resource (by creation time, then name) wins, and the
-// others are conflicts. Resources being deleted declare nothing. It returns the declarations
-// by trust domain and the problems found, sorted by resource name.
+// and resolves each group: the first by olderFirst wins, and the others are conflicts.
+// Resources being deleted still declare until they are gone, as in spire-controller-manager.
+// It returns the declarations by trust domain and the problems found, sorted by resource name.
 func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffeid.TrustDomain, classMatches func(string) bool) (map[string]*declaration, []problem) {
 	groups := map[string][]*spirev1alpha1.ClusterFederatedTrustDomain{}
 	for _, obj := range objs {
-		if obj.DeletionTimestamp != nil || !classMatches(obj.Spec.ClassName) {
+		if !classMatches(obj.Spec.ClassName) {
 			continue
 		}
 		key := keyOf(obj.Spec.TrustDomain)
@@ -82,11 +82,26 @@ func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffei
 	return decls, problems
 }
 
-// olderFirst orders resources by creation time, then name, so the winner of a conflict is
-// stable across restarts and replicas.
+// olderFirst orders resources as spire-controller-manager breaks ties: by creation time,
+// then resources not being deleted before those being deleted, then UID. Creation times have
+// a resolution of one second, so the later keys decide real cases; all three are the same on
+// every replica and after every restart.
 func olderFirst(a, b *spirev1alpha1.ClusterFederatedTrustDomain) int {
 	return cmp.Or(
 		a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
-		strings.Compare(a.Name, b.Name),
+		compareBool(a.DeletionTimestamp != nil, b.DeletionTimestamp != nil),
+		strings.Compare(string(a.UID), string(b.UID)),
 	)
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	default:
+		return 1
+	}
 }

@@ -362,8 +362,9 @@ func TestIntegration(t *testing.T) {
 	})
 	create("bad", spiffeSpec("bad.test", endpoint+"/bad", "spiffe://Bad.test/Not Valid", ""))
 	create("own", webSpec(spireServer.TrustDomain(), endpoint+"/own"))
-	// creationTimestamp has a resolution of one second, so this resource may well be as old
-	// as "spiffe"; the name breaks the tie, and "spiffe" < "z-conflict".
+	// creationTimestamp has a resolution of one second, and a tie is broken by the UIDs,
+	// which are random: make this resource younger than "spiffe" for certain.
+	time.Sleep(time.Second)
 	create("z-conflict", webSpec("spiffe.test", endpoint+"/conflict"))
 	expectEvent("web", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomainBundle")
 	expectEvent("bad", spirev1alpha1.ReasonFederationInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")

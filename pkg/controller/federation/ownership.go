@@ -92,7 +92,7 @@ func (c *Controller) managed(current map[string]*spiretypes.FederationRelationsh
 	}
 	declaredByOthers := map[string]bool{}
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp == nil && !c.opts.classMatches(cftd.Spec.ClassName) {
+		if !c.opts.classMatches(cftd.Spec.ClassName) {
 			declaredByOthers[keyOf(cftd.Spec.TrustDomain)] = true
 		}
 	}

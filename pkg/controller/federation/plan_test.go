@@ -17,15 +17,16 @@ limitations under the License.
 package federation
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
@@ -34,6 +35,16 @@ func TestDeclarations(t *testing.T) {
 	own := spiffeid.RequireTrustDomainFromString("example.org")
 	deleting := cftd("deleting", 3*time.Hour, webSpec("gone.org", "https://gone.org/"))
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	// withUID sets a resource's UID, so that the UIDs and names of a tie order differently.
+	withUID := func(obj *spirev1alpha1.ClusterFederatedTrustDomain, uid string) *spirev1alpha1.ClusterFederatedTrustDomain {
+		obj.UID = ktypes.UID(uid)
+		return obj
+	}
+	// beingDeleted marks a resource as being deleted.
+	beingDeleted := func(obj *spirev1alpha1.ClusterFederatedTrustDomain) *spirev1alpha1.ClusterFederatedTrustDomain {
+		obj.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		return obj
+	}
 	otherClass := cftd("other-class", 3*time.Hour, webSpec("other.org", "https://other.org/"))
 	otherClass.Spec.ClassName = "other"
 
@@ -64,18 +75,36 @@ func TestDeclarations(t *testing.T) {
 			wantProblems: []string{"young:Conflict"},
 		},
 		{
-			name: "same age: name decides",
+			name: "same age: the lower UID wins, not the name",
 			objs: []*spirev1alpha1.ClusterFederatedTrustDomain{
-				cftd("zeta", time.Hour, webSpec("fed.org", "https://z/")),
-				cftd("alpha", time.Hour, webSpec("fed.org", "https://a/")),
+				withUID(cftd("zeta", time.Hour, webSpec("fed.org", "https://z/")), "uid-1"),
+				withUID(cftd("alpha", time.Hour, webSpec("fed.org", "https://a/")), "uid-2"),
 			},
-			want:         map[string]string{"fed.org": "alpha"},
-			wantProblems: []string{"zeta:Conflict"},
+			want:         map[string]string{"fed.org": "zeta"},
+			wantProblems: []string{"alpha:Conflict"},
 		},
 		{
-			name: "resources being deleted and of other classes declare nothing",
+			name: "same age: a resource not being deleted wins over one being deleted, whatever the UIDs",
+			objs: []*spirev1alpha1.ClusterFederatedTrustDomain{
+				withUID(beingDeleted(cftd("leaving", time.Hour, webSpec("fed.org", "https://l/"))), "uid-1"),
+				withUID(cftd("staying", time.Hour, webSpec("fed.org", "https://s/")), "uid-2"),
+			},
+			want:         map[string]string{"fed.org": "staying"},
+			wantProblems: []string{"leaving:Conflict"},
+		},
+		{
+			name: "an older resource being deleted still wins",
+			objs: []*spirev1alpha1.ClusterFederatedTrustDomain{
+				beingDeleted(cftd("old-leaving", time.Hour, webSpec("fed.org", "https://l/"))),
+				cftd("young", time.Minute, webSpec("fed.org", "https://y/")),
+			},
+			want:         map[string]string{"fed.org": "old-leaving"},
+			wantProblems: []string{"young:Conflict"},
+		},
+		{
+			name: "a resource being deleted still declares; one of another class does not",
 			objs: []*spirev1alpha1.ClusterFederatedTrustDomain{deleting, otherClass},
-			want: map[string]string{},
+			want: map[string]string{"gone.org": "deleting"},
 		},
 		{
 			name: "invalid spec still declares its trust domain",
@@ -109,15 +138,15 @@ func TestDeclarations(t *testing.T) {
 					got[td] += "!"
 				}
 			}
-			if !maps.Equal(got, tt.want) {
-				t.Errorf("declarations = %v, want %v", got, tt.want)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("declarations (-want +got):\n%s", diff)
 			}
 			var gotProblems []string
 			for _, p := range problems {
 				gotProblems = append(gotProblems, p.obj.Name+":"+p.reason)
 			}
-			if !slices.Equal(gotProblems, tt.wantProblems) {
-				t.Errorf("problems = %v, want %v", gotProblems, tt.wantProblems)
+			if diff := cmp.Diff(tt.wantProblems, gotProblems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
 	}
