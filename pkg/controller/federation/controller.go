@@ -111,6 +111,9 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	relationships *relationshipCache
+	// sentBundles keeps the resources' bootstrap bundles from overwriting the bundles SPIRE
+	// refreshed (see sent_bundles.go).
+	sentBundles *sentBundles
 	// released are trust domains this controller's resources gave up; on a shared server
 	// only those are deleted.
 	released releasedTrustDomains
@@ -161,6 +164,7 @@ func NewController(
 
 		queue:         runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
 		relationships: newRelationshipCache(),
+		sentBundles:   newSentBundles(),
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),

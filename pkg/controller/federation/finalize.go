@@ -23,6 +23,7 @@ import (
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
@@ -37,6 +38,9 @@ import (
 // INTERNAL) refreshes the affected trust domains from a fresh list, so that the retry the
 // returned error causes creates or updates as SPIRE's state requires.
 func (c *Controller) finalize(ctx context.Context, p plan) error {
+	for _, d := range p.toAdopt {
+		c.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
+	}
 	w := &planWriter{c: c}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
@@ -87,6 +91,7 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 			continue
 		}
 		w.c.relationships.put(echoed(r.Relationship, d.relationship))
+		w.c.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
 		logger.V(2).Info("Created federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
 		w.c.recorder.Eventf(d.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipCreated, "Created federation relationship with %q", d.trustDomain)
 	}
@@ -96,26 +101,33 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 func (w *planWriter) update(ctx context.Context, us []*relationshipUpdate) {
 	var withBundle, withoutBundle []*relationshipUpdate
 	for _, u := range us {
-		if u.relationship.GetTrustDomainBundle() != nil {
+		if u.sendsBundle() {
 			withBundle = append(withBundle, u)
 		} else {
 			withoutBundle = append(withoutBundle, u)
 		}
 	}
-	for _, group := range [][]*relationshipUpdate{withBundle, withoutBundle} {
-		if len(group) > 0 {
-			w.updateGroup(ctx, group)
-		}
+	if len(withBundle) > 0 {
+		w.updateGroup(ctx, withBundle, true)
+	}
+	if len(withoutBundle) > 0 {
+		w.updateGroup(ctx, withoutBundle, false)
 	}
 }
 
-func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdate) {
+func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdate, sendBundle bool) {
 	logger := klog.FromContext(ctx)
 	rels := make([]*spiretypes.FederationRelationship, len(group))
 	for i, u := range group {
 		rels[i] = u.relationship
+		if !sendBundle && u.relationship.GetTrustDomainBundle() != nil {
+			// The mask already keeps SPIRE's bundle; not sending the old copy at all also
+			// keeps it out of SPIRE's validation and of anything that ignores the mask.
+			rels[i] = proto.CloneOf(u.relationship)
+			rels[i].TrustDomainBundle = nil
+		}
 	}
-	results, err := w.c.spire.UpdateFederationRelationships(ctx, rels, updateMask(rels[0]))
+	results, err := w.c.spire.UpdateFederationRelationships(ctx, rels, updateMask(sendBundle))
 	for i, u := range group {
 		if i >= len(results) {
 			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, err))
@@ -129,7 +141,10 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, r.Err))
 			continue
 		}
-		w.c.relationships.put(echoed(r.Relationship, u.relationship))
+		w.c.relationships.put(echoed(r.Relationship, rels[i]))
+		if sendBundle {
+			w.c.sentBundles.set(u.trustDomain, u.relationship.GetTrustDomainBundle())
+		}
 		logger.V(2).Info("Updated federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
 		w.c.recorder.Eventf(u.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
 	}
@@ -152,6 +167,7 @@ func (w *planWriter) delete(ctx context.Context, trustDomains []string) {
 			continue
 		}
 		w.c.relationships.remove(td)
+		w.c.sentBundles.forget(td)
 		logger.V(2).Info("Deleted federation relationship no resource declares", "trustDomain", td)
 	}
 }

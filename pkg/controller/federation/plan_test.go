@@ -17,7 +17,6 @@ limitations under the License.
 package federation
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/testing/protocmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
@@ -167,9 +167,11 @@ func TestReconcile(t *testing.T) {
 		return &spiretypes.FederationRelationship{TrustDomain: td, BundleEndpointUrl: url,
 			BundleEndpointProfile: &spiretypes.FederationRelationship_HttpsSpiffe{HttpsSpiffe: &spiretypes.HTTPSSPIFFEProfile{EndpointSpiffeId: id}}}
 	}
+	bundle := func(td string, seq uint64) *spiretypes.Bundle {
+		return &spiretypes.Bundle{TrustDomain: td, SequenceNumber: seq, X509Authorities: []*spiretypes.X509Certificate{{Asn1: []byte("ca")}}}
+	}
 	withBundle := func(r *spiretypes.FederationRelationship, seq uint64) *spiretypes.FederationRelationship {
-		r.TrustDomainBundle = &spiretypes.Bundle{TrustDomain: r.TrustDomain, SequenceNumber: seq,
-			X509Authorities: []*spiretypes.X509Certificate{{Asn1: []byte("ca")}}}
+		r.TrustDomainBundle = bundle(r.TrustDomain, seq)
 		return r
 	}
 	decl := func(r *spiretypes.FederationRelationship) *declaration {
@@ -178,42 +180,69 @@ func TestReconcile(t *testing.T) {
 	invalid := func(td string) *declaration {
 		return &declaration{trustDomain: td, owner: cftd("broken", 0, webSpec(td, ""))}
 	}
+	// sentSeq records, per trust domain, the sequence number of the bundle last sent (0: sent
+	// without a bundle).
+	type sentSeq map[string]uint64
 
+	// summary is what a plan writes, in words a test can compare.
+	type summary struct {
+		Create []string
+		// Update lists "td:field,field".
+		Update          []string
+		Delete          []string
+		Adopt           []string
+		InSync, Invalid int
+	}
 	tests := []struct {
-		name       string
-		decls      []*declaration
-		current    []*spiretypes.FederationRelationship
-		wantCreate []string
-		// wantUpdate lists "td:field,field".
-		wantUpdate []string
-		wantDelete []string
+		name    string
+		decls   []*declaration
+		current []*spiretypes.FederationRelationship
+		// sent are the bundles last sent; nil means every declared bundle was sent, as in
+		// a controller that created what it declares.
+		sent sentSeq
+		want summary
 	}{
-		{name: "missing is created", decls: []*declaration{decl(web("a.org", "https://a/"))}, wantCreate: []string{"a.org"}},
-		{name: "equal is left", decls: []*declaration{decl(web("a.org", "https://a/"))}, current: []*spiretypes.FederationRelationship{webEcho("a.org", "https://a/")}},
+		{name: "missing is created", decls: []*declaration{decl(web("a.org", "https://a/"))}, want: summary{Create: []string{"a.org"}}},
+		{name: "equal is left", decls: []*declaration{decl(web("a.org", "https://a/"))}, current: []*spiretypes.FederationRelationship{webEcho("a.org", "https://a/")},
+			want: summary{InSync: 1}},
 		{name: "URL differs", decls: []*declaration{decl(web("a.org", "https://a/new"))}, current: []*spiretypes.FederationRelationship{web("a.org", "https://a/")},
-			wantUpdate: []string{"a.org:bundleEndpointURL"}},
+			want: summary{Update: []string{"a.org:bundleEndpointURL"}}},
 		{name: "profile type differs", decls: []*declaration{decl(spiffe("a.org", "https://a/", "spiffe://a.org/s"))}, current: []*spiretypes.FederationRelationship{web("a.org", "https://a/")},
-			wantUpdate: []string{"a.org:bundleEndpointProfile"}},
+			want: summary{Update: []string{"a.org:bundleEndpointProfile"}}},
 		{name: "endpoint SPIFFE ID differs", decls: []*declaration{decl(spiffe("a.org", "https://a/", "spiffe://a.org/new"))},
-			current:    []*spiretypes.FederationRelationship{spiffe("a.org", "https://a/", "spiffe://a.org/s")},
-			wantUpdate: []string{"a.org:bundleEndpointProfile"}},
-		{name: "declared bundle differs", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 2))},
-			current:    []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 1)},
-			wantUpdate: []string{"a.org:trustDomainBundle"}},
-		{name: "declared bundle SPIRE lacks", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 1))},
-			current:    []*spiretypes.FederationRelationship{web("a.org", "https://a/")},
-			wantUpdate: []string{"a.org:trustDomainBundle"}},
+			current: []*spiretypes.FederationRelationship{spiffe("a.org", "https://a/", "spiffe://a.org/s")},
+			want:    summary{Update: []string{"a.org:bundleEndpointProfile"}}},
+		{name: "SPIRE refreshed the bundle: no difference", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 1))},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 7)},
+			want:    summary{InSync: 1}},
+		{name: "SPIRE holds no bundle for a declared one already sent: no difference", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 1))},
+			current: []*spiretypes.FederationRelationship{web("a.org", "https://a/")},
+			want:    summary{InSync: 1}},
+		{name: "the resource's bundle changed since sent", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 2))},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 7)}, sent: sentSeq{"a.org": 1},
+			want: summary{Update: []string{"a.org:trustDomainBundle"}}},
+		{name: "a bundle added to a resource created without one", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 1))},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 7)}, sent: sentSeq{"a.org": 0},
+			want: summary{Update: []string{"a.org:trustDomainBundle"}}},
+		{name: "after a restart, an existing relationship is adopted: its bundle is not rewritten", decls: []*declaration{decl(withBundle(web("a.org", "https://a/"), 1))},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 7)}, sent: sentSeq{},
+			want: summary{Adopt: []string{"a.org"}, InSync: 1}},
+		{name: "after a restart, other fields are updated without the bundle", decls: []*declaration{decl(withBundle(spiffe("a.org", "https://a/new", "spiffe://a.org/s"), 1))},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 7)}, sent: sentSeq{},
+			want: summary{Update: []string{"a.org:bundleEndpointURL,bundleEndpointProfile"}, Adopt: []string{"a.org"}}},
 		{name: "undeclared bundle SPIRE holds is no difference", decls: []*declaration{decl(web("a.org", "https://a/"))},
-			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 9)}},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 9)}, sent: sentSeq{"a.org": 3},
+			want: summary{InSync: 1}},
 		{name: "everything differs", decls: []*declaration{decl(withBundle(spiffe("a.org", "https://a/new", "spiffe://a.org/s"), 2))},
-			current:    []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 1)},
-			wantUpdate: []string{"a.org:bundleEndpointURL,bundleEndpointProfile,trustDomainBundle"}},
+			current: []*spiretypes.FederationRelationship{withBundle(web("a.org", "https://a/"), 1)}, sent: sentSeq{"a.org": 1},
+			want: summary{Update: []string{"a.org:bundleEndpointURL,bundleEndpointProfile,trustDomainBundle"}}},
 		{name: "undeclared is deleted", current: []*spiretypes.FederationRelationship{web("a.org", "https://a/"), web("b.org", "https://b/")},
-			decls: []*declaration{decl(web("b.org", "https://b/"))}, wantDelete: []string{"a.org"}},
+			decls: []*declaration{decl(web("b.org", "https://b/"))}, want: summary{Delete: []string{"a.org"}, InSync: 1}},
 		{name: "invalid declaration leaves SPIRE alone", decls: []*declaration{invalid("a.org"), invalid("new.org")},
-			current: []*spiretypes.FederationRelationship{web("a.org", "https://a/")}},
+			current: []*spiretypes.FederationRelationship{web("a.org", "https://a/")}, want: summary{Invalid: 2}},
 		{name: "sorted output", decls: []*declaration{decl(web("c.org", "https://c/")), decl(web("a.org", "https://a/"))},
-			current: []*spiretypes.FederationRelationship{web("z.org", "https://z/"), web("y.org", "https://y/")}, wantCreate: []string{"a.org", "c.org"}, wantDelete: []string{"y.org", "z.org"}},
+			current: []*spiretypes.FederationRelationship{web("z.org", "https://z/"), web("y.org", "https://y/")},
+			want:    summary{Create: []string{"a.org", "c.org"}, Delete: []string{"y.org", "z.org"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,29 +254,44 @@ func TestReconcile(t *testing.T) {
 			for _, r := range tt.current {
 				current[r.TrustDomain] = r
 			}
-			p := reconcile(decls, current)
-			var gotCreate, gotUpdate []string
+			lastSent := func(td string) (*spiretypes.Bundle, bool) {
+				if tt.sent == nil {
+					if d := decls[td]; d != nil {
+						return d.relationship.GetTrustDomainBundle(), true
+					}
+					return nil, false
+				}
+				seq, ok := tt.sent[td]
+				if !ok || seq == 0 {
+					return nil, ok
+				}
+				return bundle(td, seq), true
+			}
+			p := reconcile(decls, current, lastSent)
+			got := summary{Delete: p.toDelete, InSync: p.inSync, Invalid: p.invalid}
 			for _, d := range p.toCreate {
-				gotCreate = append(gotCreate, d.trustDomain)
+				got.Create = append(got.Create, d.trustDomain)
 			}
 			for _, u := range p.toUpdate {
-				gotUpdate = append(gotUpdate, u.trustDomain+":"+strings.Join(u.outdated, ","))
+				got.Update = append(got.Update, u.trustDomain+":"+strings.Join(u.outdated, ","))
 			}
-			if !slices.Equal(gotCreate, tt.wantCreate) || !slices.Equal(gotUpdate, tt.wantUpdate) || !slices.Equal(p.toDelete, tt.wantDelete) {
-				t.Errorf("plan = create %v update %v delete %v, want create %v update %v delete %v",
-					gotCreate, gotUpdate, p.toDelete, tt.wantCreate, tt.wantUpdate, tt.wantDelete)
+			for _, d := range p.toAdopt {
+				got.Adopt = append(got.Adopt, d.trustDomain)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
 func TestUpdateMask(t *testing.T) {
-	m := updateMask(&spiretypes.FederationRelationship{})
-	if !m.BundleEndpointUrl || !m.BundleEndpointProfile || m.TrustDomainBundle {
-		t.Errorf("mask without bundle = %v", m)
+	want := &spiretypes.FederationRelationshipMask{BundleEndpointUrl: true, BundleEndpointProfile: true}
+	if diff := cmp.Diff(want, updateMask(false), protocmp.Transform()); diff != "" {
+		t.Errorf("mask of an update without the bundle (-want +got):\n%s", diff)
 	}
-	m = updateMask(&spiretypes.FederationRelationship{TrustDomainBundle: &spiretypes.Bundle{}})
-	if !m.BundleEndpointUrl || !m.BundleEndpointProfile || !m.TrustDomainBundle {
-		t.Errorf("mask with bundle = %v", m)
+	want.TrustDomainBundle = true
+	if diff := cmp.Diff(want, updateMask(true), protocmp.Transform()); diff != "" {
+		t.Errorf("mask of an update with the bundle (-want +got):\n%s", diff)
 	}
 }

@@ -60,7 +60,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	}
 	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.classMatches)
 	c.report(ctx, problems)
-	p := reconcile(decls, c.managed(c.relationships.all(), decls, cftds))
+	p := reconcile(decls, c.managed(c.relationships.all(), decls, cftds), c.sentBundles.get)
 	writeErr := c.finalize(ctx, p)
 	if writeErr == nil {
 		c.released.forget(p.toDelete...)

@@ -52,7 +52,7 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 	if r := c.relationships.get(trustDomain); r != nil {
 		current[trustDomain] = r
 	}
-	writeErr := c.finalize(ctx, reconcile(decls, c.managed(current, decls, cftds)))
+	writeErr := c.finalize(ctx, reconcile(decls, c.managed(current, decls, cftds), c.sentBundles.get))
 	if writeErr == nil {
 		c.released.forget(trustDomain)
 	}
