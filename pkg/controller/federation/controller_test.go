@@ -465,37 +465,76 @@ func TestStaleCache(t *testing.T) {
 	})
 }
 
-func TestHandlersEnqueueTrustDomains(t *testing.T) {
-	env := newTestEnv(t)
-	q := env.c.queue
-	drain := func() []string {
-		var keys []string
-		for q.Len() > 0 {
-			k, _ := q.Get()
-			q.Done(k)
-			q.Forget(k)
-			keys = append(keys, k)
-		}
-		return keys
+// drainQueue returns the keys in the controller's queue, in order, and empties it.
+func drainQueue(c *Controller) []string {
+	var keys []string
+	for c.queue.Len() > 0 {
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+		c.queue.Forget(k)
+		keys = append(keys, k)
 	}
+	return keys
+}
 
+func TestAddAndDeleteEnqueueTheTrustDomain(t *testing.T) {
+	env := newTestEnv(t)
 	a := cftd("x", time.Hour, webSpec("a.org", "https://a/"))
 	env.c.enqueue(a)
-	env.c.enqueue(cache.DeletedFinalStateUnknown{Key: "x", Obj: webAsID(a)})
-	if got := strings.Join(drain(), ","); got != "a.org" {
-		t.Errorf("add and tombstone enqueued %s, want a.org once", got)
+	env.c.onDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: webAsID(a)})
+	env.c.onDelete(a)
+	// A bad spelling keys as itself, so that its sync finds the resource and reports it.
+	env.c.enqueue(cftd("bad", time.Hour, webSpec("not a trust domain", "https://b/")))
+	if diff := cmp.Diff([]string{"a.org", "not a trust domain"}, drainQueue(env.c)); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
 	}
+}
 
-	b := a.DeepCopy()
-	b.Spec.TrustDomain = "b.org"
-	b.ResourceVersion = "2"
-	env.c.onUpdate(a, b)
-	if got := strings.Join(drain(), ","); got != "b.org,a.org" {
-		t.Errorf("trust domain change enqueued %s, want b.org,a.org", got)
+// TestOnClusterFederatedTrustDomainUpdate: which updates enqueue which trust domains.
+func TestOnClusterFederatedTrustDomainUpdate(t *testing.T) {
+	base := cftd("x", time.Hour, webSpec("a.org", "https://a/"))
+	changed := func(mutate func(*spirev1alpha1.ClusterFederatedTrustDomain)) *spirev1alpha1.ClusterFederatedTrustDomain {
+		out := base.DeepCopy()
+		out.ResourceVersion = "2"
+		mutate(out)
+		return out
 	}
-	env.c.onUpdate(a, a.DeepCopy())
-	if q.Len() != 0 {
-		t.Errorf("a resync with the same resource version enqueued %v", drain())
+	tests := []struct {
+		name string
+		new  *spirev1alpha1.ClusterFederatedTrustDomain
+		want []string
+	}{
+		{name: "informer resync, same resource version: nothing", new: base.DeepCopy()},
+		{name: "URL changed", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.BundleEndpointURL = "https://a/v2" }),
+			want: []string{"a.org"}},
+		{name: "bundle changed", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomainBundle = "{}" }),
+			want: []string{"a.org"}},
+		{name: "class changed: the trust domain may change hands", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.ClassName = "other" }),
+			want: []string{"a.org"}},
+		{name: "being deleted", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
+			o.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}),
+			want: []string{"a.org"}},
+		{name: "status written, by this controller or another: checked again, at no SPIRE cost",
+			new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
+				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue}}
+			}),
+			want: []string{"a.org"}},
+		{name: "renamed to another trust domain: the new one, then the one it gave up",
+			new:  changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomain = "b.org" }),
+			want: []string{"b.org", "a.org"}},
+		{name: "respelled as a SPIFFE ID: the same trust domain, once",
+			new:  changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomain = "spiffe://a.org" }),
+			want: []string{"a.org"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			env.c.onUpdate(base, tt.new)
+			if diff := cmp.Diff(tt.want, drainQueue(env.c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
