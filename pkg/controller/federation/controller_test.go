@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
@@ -40,6 +42,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -384,6 +387,49 @@ func TestFailedListWritesNothing(t *testing.T) {
 	}
 	if got := strings.Join(env.trustDomains(), ","); got != "new.org" {
 		t.Errorf("SPIRE holds %s, want new.org", got)
+	}
+}
+
+// metricValue reads a counter's or gauge's value.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if c := out.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return out.GetGauge().GetValue()
+}
+
+// TestFullResyncMetrics: every full resync is counted by result, and a successful one sets
+// the time and duration gauges, as for the entry controller.
+func TestFullResyncMetrics(t *testing.T) {
+	env := newTestEnv(t, cftd("a", time.Hour, webSpec("a.org", "https://a/")))
+	success := metrics.FullResyncs.WithLabelValues(ControllerName, "success")
+	failure := metrics.FullResyncs.WithLabelValues(ControllerName, "failure")
+	successes, failures := metricValue(t, success), metricValue(t, failure)
+	before := float64(time.Now().Unix())
+
+	env.spire.FailNext(spiretest.MethodListFederationRelationships, 1, codes.Unavailable)
+	if err := env.c.fullResync(env.ctx); err == nil {
+		t.Fatal("fullResync succeeded while listing failed")
+	}
+	env.fullResync()
+
+	got := map[string]float64{
+		"success": metricValue(t, success) - successes,
+		"failure": metricValue(t, failure) - failures,
+	}
+	if diff := cmp.Diff(map[string]float64{"success": 1, "failure": 1}, got); diff != "" {
+		t.Errorf("full resyncs counted (-want +got):\n%s", diff)
+	}
+	if at := metricValue(t, metrics.LastFullResyncTime.WithLabelValues(ControllerName)); at < before {
+		t.Errorf("last full resync time = %v, want at least %v", at, before)
+	}
+	if d := metricValue(t, metrics.LastFullResyncDuration.WithLabelValues(ControllerName)); d <= 0 {
+		t.Errorf("last full resync duration = %v, want > 0", d)
 	}
 }
 

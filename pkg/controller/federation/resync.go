@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
@@ -38,11 +39,27 @@ func (c *Controller) initialResync(ctx context.Context) bool {
 	return true
 }
 
-// fullResync diffs every declaration against a fresh list of every relationship SPIRE holds,
-// and deletes the relationships no resource declares. It excludes key syncs while it runs,
-// since it replaces the cache they read. The initial one is the first time the controller
-// writes: a failed list writes nothing, and in particular deletes nothing.
+// fullResync runs a full resync and records it in the metrics the entry controller records
+// too, so that one dashboard and one alert cover both controllers.
 func (c *Controller) fullResync(ctx context.Context) error {
+	start := time.Now()
+	err := c.fullResyncLocked(ctx)
+	result := "success"
+	if err != nil {
+		result = "failure"
+	} else {
+		metrics.LastFullResyncTime.WithLabelValues(ControllerName).SetToCurrentTime()
+		metrics.LastFullResyncDuration.WithLabelValues(ControllerName).Set(time.Since(start).Seconds())
+	}
+	metrics.FullResyncs.WithLabelValues(ControllerName, result).Inc()
+	return err
+}
+
+// fullResyncLocked diffs every declaration against a fresh list of every relationship SPIRE
+// holds, and deletes the relationships no resource declares. It excludes key syncs while it
+// runs, since it replaces the cache they read. The initial one is the first time the
+// controller writes: a failed list writes nothing, and in particular deletes nothing.
+func (c *Controller) fullResyncLocked(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	c.resyncLock.Lock()
 	defer c.resyncLock.Unlock()
