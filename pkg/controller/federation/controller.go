@@ -20,7 +20,6 @@ package federation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -73,7 +73,8 @@ type Options struct {
 	ResyncInterval time.Duration
 	// SharedServer says other owners keep relationships on the SPIRE server too: the
 	// controller then deletes only relationships it saw its own resources give up (see
-	// ownership.go), instead of every relationship no resource declares.
+	// pkg/reconciler/federation/ownership.go), instead of every relationship no resource
+	// declares.
 	SharedServer bool
 	// DryRun computes and logs every change but writes nothing to Kubernetes: no status and no
 	// Event (Events are only logged). The SPIRE client is expected to be spire.DryRun, which
@@ -81,25 +82,22 @@ type Options struct {
 	DryRun bool
 }
 
-// classMatches reports whether a resource of the given className is this controller's to
-// handle: resources of its own class, and classless ones when its class is empty or it
-// watches classless resources. This is spire-controller-manager's rule.
-func (o Options) classMatches(className string) bool {
-	return className == o.ClassName || (className == "" && o.WatchClassless)
+// class is the class of resources the controller handles.
+func (o Options) class() fedreconciler.Class {
+	return fedreconciler.Class{Name: o.ClassName, WatchClassless: o.WatchClassless}
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
 // declare.
 //
 // Its unit of work is one trust domain name. A worker reads the resources that name it from
-// the informer's index and diffs the oldest one against the relationship cache, so an event
-// costs no SPIRE read. A full resync at start and every ResyncInterval diffs everything
-// against a fresh list; it repairs changes made behind the controller's back. SPIRE holds at
-// most one relationship per trust domain. Unless the server is shared, every relationship is
-// the controller's: one no resource declares is deleted.
+// the informer's index and hands them to the reconciler, which diffs them against its cache of
+// SPIRE's relationships, so an event costs no SPIRE read. A full resync at start and every
+// ResyncInterval diffs everything against a fresh list; it repairs changes made behind the
+// controller's back. The controller owns the Kubernetes side: informer, handlers, queue,
+// Events and status; the reconciler (pkg/reconciler/federation) owns the SPIRE side.
 type Controller struct {
-	opts  Options
-	spire spire.FederationClient
+	opts Options
 	// spireAPI writes the status of our resources; nil leaves status alone.
 	spireAPI spireclientset.Interface
 
@@ -110,17 +108,10 @@ type Controller struct {
 	// queue holds trust domain names to sync.
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	relationships *relationshipCache
-	// sentBundles keeps the resources' bootstrap bundles from overwriting the bundles SPIRE
-	// refreshed (see sent_bundles.go).
-	sentBundles *sentBundles
-	// released are trust domains this controller's resources gave up; on a shared server
-	// only those are deleted.
-	released releasedTrustDomains
+	reconciler *fedreconciler.Reconciler
+	// spire is what the reconciler writes to.
+	spire spire.FederationClient
 
-	// resyncLock lets key syncs run concurrently (read) but never alongside a full resync
-	// (write), which replaces the cache under them.
-	resyncLock sync.RWMutex
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
 
@@ -142,12 +133,6 @@ func NewController(
 	spireClient spire.FederationClient,
 	opts Options,
 ) (*Controller, error) {
-	if spireClient == nil {
-		return nil, errors.New("spire client is nil")
-	}
-	if opts.TrustDomain.IsZero() {
-		return nil, errors.New("trust domain is required")
-	}
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
@@ -155,19 +140,21 @@ func NewController(
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
 		opts:     opts,
-		spire:    spireClient,
 		spireAPI: spireAPI,
+		spire:    spireClient,
 
 		cftdLister:  cftdInformer.Lister(),
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
-		queue:         runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
-		relationships: newRelationshipCache(),
-		sentBundles:   newSentBundles(),
+		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
+	}
+	var err error
+	if c.reconciler, err = c.newReconciler(); err != nil {
+		return nil, err
 	}
 	if kubeClient != nil {
 		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
@@ -180,6 +167,16 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
+}
+
+// newReconciler builds the SPIRE side from the controller's options and recorder.
+func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
+	return fedreconciler.NewReconciler(c.spire, c.recorder, fedreconciler.Options{
+		TrustDomain:  c.opts.TrustDomain,
+		Class:        c.opts.class(),
+		SharedServer: c.opts.SharedServer,
+		DryRun:       c.opts.DryRun,
+	})
 }
 
 // HasSynced reports whether the controller has completed its first full resync; until then it

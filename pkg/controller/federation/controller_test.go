@@ -80,11 +80,23 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 		t.Fatal(err)
 	}
 	env.recorder = record.NewFakeRecorder(1000)
-	env.c.recorder = env.recorder
+	env.setOptions(func(*Options) {})
 	for _, obj := range objs {
 		env.set(obj)
 	}
 	return env
+}
+
+// setOptions changes the controller's options, and rebuilds its reconciler (with an empty
+// cache) and its recorder to match.
+func (env *testEnv) setOptions(change func(*Options)) {
+	env.t.Helper()
+	change(&env.c.opts)
+	env.c.recorder = env.recorder
+	var err error
+	if env.c.reconciler, err = env.c.newReconciler(); err != nil {
+		env.t.Fatal(err)
+	}
 }
 
 // set stores or replaces a resource in the informer's cache.
@@ -486,10 +498,12 @@ func TestStaleCache(t *testing.T) {
 		env.fullResync()
 		env.spire.SetRelationships()
 		env.remove(obj)
+		env.spire.ResetCalls()
 		env.sync("fed.org") // NOT_FOUND is success
-		if r := env.c.relationships.get("fed.org"); r != nil {
-			t.Errorf("cache still holds %v", r)
-		}
+		env.expectWrites(1)
+		// The relationship is gone from the cache too: nothing is left to delete.
+		env.sync("fed.org")
+		env.expectWrites(0)
 	})
 
 	t.Run("failed write is retried without a refresh", func(t *testing.T) {
@@ -676,7 +690,7 @@ func TestClassName(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newTestEnv(t, objs()...)
-			env.c.opts.ClassName, env.c.opts.WatchClassless = tt.className, tt.watchClassless
+			env.setOptions(func(o *Options) { o.ClassName, o.WatchClassless = tt.className, tt.watchClassless })
 			env.fullResync()
 			for _, td := range []string{"classless.org", "mine.org", "other.org"} {
 				env.sync(td)

@@ -23,6 +23,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,10 +206,7 @@ func TestIntegration(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			var got []string
-			for _, td := range sortedKeys(rels) {
-				got = append(got, td)
-			}
+			got := slices.Sorted(maps.Keys(rels))
 			if strings.Join(got, ",") != strings.Join(tds, ",") {
 				return false, fmt.Errorf("SPIRE holds %v, want %v", got, tds)
 			}

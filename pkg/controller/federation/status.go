@@ -27,11 +27,12 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
 // readyConditions computes the Ready condition of every resource naming one trust domain from
 // the problems reported on them and the result of writing the winner's relationship.
-func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problems []problem, writeErr error) map[string]metav1.Condition {
+func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problems []fedreconciler.Problem, writeErr error) map[string]metav1.Condition {
 	out := map[string]metav1.Condition{}
 	for _, cftd := range cftds {
 		out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue,
@@ -44,8 +45,8 @@ func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problem
 		}
 	}
 	for _, p := range problems {
-		out[p.obj.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
-			ObservedGeneration: p.obj.Generation, Reason: p.reason, Message: truncate(p.message, 1024)}
+		out[p.Object.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
+			ObservedGeneration: p.Object.Generation, Reason: p.Reason, Message: truncate(p.Message, 1024)}
 	}
 	return out
 }
@@ -54,7 +55,7 @@ func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problem
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
 	var errs []error
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp != nil || !c.opts.classMatches(cftd.Spec.ClassName) {
+		if cftd.DeletionTimestamp != nil || !c.opts.class().Matches(cftd.Spec.ClassName) {
 			continue
 		}
 		if err := c.updateClusterFederatedTrustDomainStatus(ctx, cftd, conditions[cftd.Name]); err != nil {

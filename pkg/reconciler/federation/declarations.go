@@ -40,46 +40,50 @@ type declaration struct {
 	relationship *spiretypes.FederationRelationship
 }
 
-// problem is something wrong with a resource, to be reported on it.
-type problem struct {
-	obj     *spirev1alpha1.ClusterFederatedTrustDomain
-	reason  string
-	message string
-}
-
 // declarations groups the resources of this controller's class by the trust domain they name
 // and resolves each group: the first by olderFirst wins, and the others are conflicts.
 // Resources being deleted still declare until they are gone, as in spire-controller-manager.
 // It returns the declarations by trust domain and the problems found, sorted by resource name.
-func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffeid.TrustDomain, classMatches func(string) bool) (map[string]*declaration, []problem) {
+func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffeid.TrustDomain, classMatches func(string) bool) (map[string]*declaration, []Problem) {
 	groups := map[string][]*spirev1alpha1.ClusterFederatedTrustDomain{}
 	for _, obj := range objs {
 		if !classMatches(obj.Spec.ClassName) {
 			continue
 		}
-		key := keyOf(obj.Spec.TrustDomain)
+		key := KeyOf(obj.Spec.TrustDomain)
 		groups[key] = append(groups[key], obj)
 	}
 
 	decls := make(map[string]*declaration, len(groups))
-	var problems []problem
+	var problems []Problem
 	for key, group := range groups {
 		slices.SortFunc(group, olderFirst)
 		d := &declaration{trustDomain: key, owner: group[0]}
 		rel, errs := toRelationship(&d.owner.Spec, own)
 		if len(errs) > 0 {
-			problems = append(problems, problem{obj: d.owner, reason: spirev1alpha1.ReasonFederationInvalidSpec,
-				message: "Invalid spec; the federation relationship is left as SPIRE holds it: " + errs.ToAggregate().Error()})
+			problems = append(problems, Problem{Object: d.owner, Reason: spirev1alpha1.ReasonFederationInvalidSpec,
+				Message: "Invalid spec; the federation relationship is left as SPIRE holds it: " + errs.ToAggregate().Error()})
 		}
 		d.relationship = rel
 		for _, loser := range group[1:] {
-			problems = append(problems, problem{obj: loser, reason: spirev1alpha1.ReasonFederationConflict,
-				message: fmt.Sprintf("Trust domain %q is already declared by the older ClusterFederatedTrustDomain %q; this one is ignored", key, d.owner.Name)})
+			problems = append(problems, Problem{Object: loser, Reason: spirev1alpha1.ReasonFederationConflict,
+				Message: fmt.Sprintf("Trust domain %q is already declared by the older ClusterFederatedTrustDomain %q; this one is ignored", key, d.owner.Name)})
 		}
 		decls[key] = d
 	}
-	slices.SortFunc(problems, func(a, b problem) int { return strings.Compare(a.obj.Name, b.obj.Name) })
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Object.Name, b.Object.Name) })
 	return decls, problems
+}
+
+// KeyOf is the key of the trust domain a resource names: the trust domain's name when it
+// parses, so that "spiffe://td" and "td" share a key and an invalid spelling still guards the
+// relationship it evidently means, and the raw string otherwise, so that the sync of that key
+// finds the resource and reports it.
+func KeyOf(trustDomain string) string {
+	if td, err := spiffeid.TrustDomainFromString(trustDomain); err == nil {
+		return td.Name()
+	}
+	return trustDomain
 }
 
 // olderFirst orders resources as spire-controller-manager breaks ties: by creation time,

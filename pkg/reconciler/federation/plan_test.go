@@ -143,7 +143,7 @@ func TestDeclarations(t *testing.T) {
 			}
 			var gotProblems []string
 			for _, p := range problems {
-				gotProblems = append(gotProblems, p.obj.Name+":"+p.reason)
+				gotProblems = append(gotProblems, p.Object.Name+":"+p.Reason)
 			}
 			if diff := cmp.Diff(tt.wantProblems, gotProblems); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
