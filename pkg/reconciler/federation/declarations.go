@@ -40,7 +40,7 @@ type declaration struct {
 	relationship *spiretypes.FederationRelationship
 }
 
-// declarations groups the resources of this controller's class by the trust domain they name
+// declarations groups the resources of the handled class by the trust domain they name
 // and resolves each group: the first by olderFirst wins, and the others are conflicts.
 // Resources being deleted still declare until they are gone, as in spire-controller-manager.
 // It returns the declarations by trust domain and the problems found, sorted by resource name.
@@ -67,7 +67,7 @@ func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffei
 		d.relationship = rel
 		for _, loser := range group[1:] {
 			problems = append(problems, Problem{Object: loser, Reason: spirev1alpha1.ReasonFederationConflict,
-				Message: fmt.Sprintf("Trust domain %q is already declared by the older ClusterFederatedTrustDomain %q; this one is ignored", key, d.owner.Name)})
+				Message: fmt.Sprintf("Trust domain %q is already declared by ClusterFederatedTrustDomain %q, which takes precedence (created first; in a tie, not being deleted, then the lower UID); this one is ignored", key, d.owner.Name)})
 		}
 		decls[key] = d
 	}

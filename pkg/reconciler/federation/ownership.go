@@ -34,7 +34,7 @@ import (
 // resource deleted while no controller of its class runs leaves its relationship in SPIRE,
 // to be deleted by hand (spire-server federation delete).
 
-// releasedTrustDomains are the trust domains resources of this controller's class stopped
+// releasedTrustDomains are the trust domains resources of this reconciler's class stopped
 // declaring since they were last synced.
 type releasedTrustDomains struct {
 	mu  sync.Mutex
