@@ -63,7 +63,8 @@ func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
 	_ = dryRun
 	return federation.Options{
 		TrustDomain:    cfg.TrustDomain,
-		ClassMatches:   cfg.ClassMatches,
+		ClassName:      cfg.ClassName,
+		WatchClassless: cfg.WatchClassless,
 		ResyncInterval: cfg.GCInterval,
 		// A class or an entry ID prefix says the SPIRE server has other owners.
 		SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",

@@ -20,7 +20,6 @@ package federation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -63,28 +63,41 @@ func init() {
 type Options struct {
 	// TrustDomain is the SPIRE server's own trust domain, which cannot federate with itself.
 	TrustDomain spiffeid.TrustDomain
-	// ClassMatches reports whether a resource's className is this controller's to handle.
-	ClassMatches func(className string) bool
+	// ClassName is the className of the resources this controller handles. Empty means
+	// classless resources only, as in spire-controller-manager: resources of every other class
+	// belong to other installs.
+	ClassName string
+	// WatchClassless makes a controller with a ClassName handle classless resources too.
+	WatchClassless bool
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
 	// SharedServer says other owners keep relationships on the SPIRE server too: the
 	// controller then deletes only relationships it saw its own resources give up (see
-	// ownership.go), instead of every relationship no resource declares.
+	// pkg/reconciler/federation/ownership.go), instead of every relationship no resource
+	// declares.
 	SharedServer bool
+	// DryRun computes and logs every change but writes nothing to Kubernetes: no status and no
+	// Event (Events are only logged). The SPIRE client is expected to be spire.DryRun, which
+	// writes nothing to SPIRE.
+	DryRun bool
+}
+
+// class is the class of resources the controller handles.
+func (o Options) class() fedreconciler.Class {
+	return fedreconciler.Class{Name: o.ClassName, WatchClassless: o.WatchClassless}
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
 // declare.
 //
 // Its unit of work is one trust domain name. A worker reads the resources that name it from
-// the informer's index and diffs the oldest one against the relationship cache, so an event
-// costs no SPIRE read. A full resync at start and every ResyncInterval diffs everything
-// against a fresh list; it repairs changes made behind the controller's back. SPIRE holds at
-// most one relationship per trust domain. Unless the server is shared, every relationship is
-// the controller's: one no resource declares is deleted.
+// the informer's index and hands them to the reconciler, which diffs them against its cache of
+// SPIRE's relationships, so an event costs no SPIRE read. A full resync at start and every
+// ResyncInterval diffs everything against a fresh list; it repairs changes made behind the
+// controller's back. The controller owns the Kubernetes side: informer, handlers, queue,
+// Events and status; the reconciler (pkg/reconciler/federation) owns the SPIRE side.
 type Controller struct {
-	opts  Options
-	spire spire.FederationClient
+	opts Options
 	// spireAPI writes the status of our resources; nil leaves status alone.
 	spireAPI spireclientset.Interface
 
@@ -95,14 +108,10 @@ type Controller struct {
 	// queue holds trust domain names to sync.
 	queue workqueue.TypedRateLimitingInterface[string]
 
-	relationships *relationshipCache
-	// released are trust domains this controller's resources gave up; on a shared server
-	// only those are deleted.
-	released releasedTrustDomains
+	reconciler *fedreconciler.Reconciler
+	// spire is what the reconciler writes to.
+	spire spire.FederationClient
 
-	// resyncLock lets key syncs run concurrently (read) but never alongside a full resync
-	// (write), which replaces the cache under them.
-	resyncLock sync.RWMutex
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
 
@@ -114,7 +123,8 @@ type Controller struct {
 // NewController wires the controller to the given informer. It registers an index and event
 // handlers but starts nothing: the caller starts the informer factory, then calls Run.
 // kubeClient receives Events; it may be nil, and then Events are only logged. spireAPI writes
-// the resources' Ready condition; it may be nil, and then status is left alone.
+// the resources' Ready condition; it may be nil, and then status is left alone. With
+// opts.DryRun, neither is written to.
 func NewController(
 	ctx context.Context,
 	cftdInformer spireinformers.ClusterFederatedTrustDomainInformer,
@@ -123,15 +133,6 @@ func NewController(
 	spireClient spire.FederationClient,
 	opts Options,
 ) (*Controller, error) {
-	if spireClient == nil {
-		return nil, errors.New("spire client is nil")
-	}
-	if opts.TrustDomain.IsZero() {
-		return nil, errors.New("trust domain is required")
-	}
-	if opts.ClassMatches == nil {
-		opts.ClassMatches = func(string) bool { return true }
-	}
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
@@ -139,18 +140,21 @@ func NewController(
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
 		opts:     opts,
-		spire:    spireClient,
 		spireAPI: spireAPI,
+		spire:    spireClient,
 
 		cftdLister:  cftdInformer.Lister(),
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
-		queue:         runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
-		relationships: newRelationshipCache(),
+		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
+	}
+	var err error
+	if c.reconciler, err = c.newReconciler(); err != nil {
+		return nil, err
 	}
 	if kubeClient != nil {
 		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
@@ -163,6 +167,16 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
+}
+
+// newReconciler builds the SPIRE side from the controller's options and recorder.
+func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
+	return fedreconciler.NewReconciler(c.spire, c.recorder, fedreconciler.Options{
+		TrustDomain:  c.opts.TrustDomain,
+		Class:        c.opts.class(),
+		SharedServer: c.opts.SharedServer,
+		DryRun:       c.opts.DryRun,
+	})
 }
 
 // HasSynced reports whether the controller has completed its first full resync; until then it
@@ -178,10 +192,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 
-	if c.eventSink != nil {
-		c.eventBroadcaster.StartStructuredLogging(3)
-		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
-	}
+	c.startEventRecording()
 	defer c.eventBroadcaster.Shutdown()
 
 	var wg sync.WaitGroup
@@ -205,4 +216,18 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
 
 	<-ctx.Done()
+}
+
+// startEventRecording logs Events and, unless in a dry run, records them to the API.
+func (c *Controller) startEventRecording() {
+	if c.opts.DryRun || c.eventSink == nil {
+		c.eventBroadcaster.StartStructuredLogging(2)
+		return
+	}
+	c.eventBroadcaster.StartStructuredLogging(3)
+	c.eventBroadcaster.StartRecordingToSink(c.eventSink)
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	runner.Work(ctx, ControllerName, "trustDomain", c.queue, c.syncTrustDomain)
 }

@@ -20,10 +20,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
@@ -38,6 +42,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -75,11 +80,23 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 		t.Fatal(err)
 	}
 	env.recorder = record.NewFakeRecorder(1000)
-	env.c.recorder = env.recorder
+	env.setOptions(func(*Options) {})
 	for _, obj := range objs {
 		env.set(obj)
 	}
 	return env
+}
+
+// setOptions changes the controller's options, and rebuilds its reconciler (with an empty
+// cache) and its recorder to match.
+func (env *testEnv) setOptions(change func(*Options)) {
+	env.t.Helper()
+	change(&env.c.opts)
+	env.c.recorder = env.recorder
+	var err error
+	if env.c.reconciler, err = env.c.newReconciler(); err != nil {
+		env.t.Fatal(err)
+	}
 }
 
 // set stores or replaces a resource in the informer's cache.
@@ -385,6 +402,49 @@ func TestFailedListWritesNothing(t *testing.T) {
 	}
 }
 
+// metricValue reads a counter's or gauge's value.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if c := out.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return out.GetGauge().GetValue()
+}
+
+// TestFullResyncMetrics: every full resync is counted by result, and a successful one sets
+// the time and duration gauges, as for the entry controller.
+func TestFullResyncMetrics(t *testing.T) {
+	env := newTestEnv(t, cftd("a", time.Hour, webSpec("a.org", "https://a/")))
+	success := metrics.FullResyncs.WithLabelValues(ControllerName, "success")
+	failure := metrics.FullResyncs.WithLabelValues(ControllerName, "failure")
+	successes, failures := metricValue(t, success), metricValue(t, failure)
+	before := float64(time.Now().Unix())
+
+	env.spire.FailNext(spiretest.MethodListFederationRelationships, 1, codes.Unavailable)
+	if err := env.c.fullResync(env.ctx); err == nil {
+		t.Fatal("fullResync succeeded while listing failed")
+	}
+	env.fullResync()
+
+	got := map[string]float64{
+		"success": metricValue(t, success) - successes,
+		"failure": metricValue(t, failure) - failures,
+	}
+	if diff := cmp.Diff(map[string]float64{"success": 1, "failure": 1}, got); diff != "" {
+		t.Errorf("full resyncs counted (-want +got):\n%s", diff)
+	}
+	if at := metricValue(t, metrics.LastFullResyncTime.WithLabelValues(ControllerName)); at < before {
+		t.Errorf("last full resync time = %v, want at least %v", at, before)
+	}
+	if d := metricValue(t, metrics.LastFullResyncDuration.WithLabelValues(ControllerName)); d <= 0 {
+		t.Errorf("last full resync duration = %v, want > 0", d)
+	}
+}
+
 // TestStaleCache covers SPIRE v1.13 answering INTERNAL where ALREADY_EXISTS or NOT_FOUND is
 // meant: the controller refreshes the trust domain, and the retry does the right write.
 func TestStaleCache(t *testing.T) {
@@ -438,10 +498,12 @@ func TestStaleCache(t *testing.T) {
 		env.fullResync()
 		env.spire.SetRelationships()
 		env.remove(obj)
+		env.spire.ResetCalls()
 		env.sync("fed.org") // NOT_FOUND is success
-		if r := env.c.relationships.get("fed.org"); r != nil {
-			t.Errorf("cache still holds %v", r)
-		}
+		env.expectWrites(1)
+		// The relationship is gone from the cache too: nothing is left to delete.
+		env.sync("fed.org")
+		env.expectWrites(0)
 	})
 
 	t.Run("failed write is retried without a refresh", func(t *testing.T) {
@@ -463,37 +525,76 @@ func TestStaleCache(t *testing.T) {
 	})
 }
 
-func TestHandlersEnqueueTrustDomains(t *testing.T) {
-	env := newTestEnv(t)
-	q := env.c.queue
-	drain := func() []string {
-		var keys []string
-		for q.Len() > 0 {
-			k, _ := q.Get()
-			q.Done(k)
-			q.Forget(k)
-			keys = append(keys, k)
-		}
-		return keys
+// drainQueue returns the keys in the controller's queue, in order, and empties it.
+func drainQueue(c *Controller) []string {
+	var keys []string
+	for c.queue.Len() > 0 {
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+		c.queue.Forget(k)
+		keys = append(keys, k)
 	}
+	return keys
+}
 
+func TestAddAndDeleteEnqueueTheTrustDomain(t *testing.T) {
+	env := newTestEnv(t)
 	a := cftd("x", time.Hour, webSpec("a.org", "https://a/"))
 	env.c.enqueue(a)
-	env.c.enqueue(cache.DeletedFinalStateUnknown{Key: "x", Obj: webAsID(a)})
-	if got := strings.Join(drain(), ","); got != "a.org" {
-		t.Errorf("add and tombstone enqueued %s, want a.org once", got)
+	env.c.onDelete(cache.DeletedFinalStateUnknown{Key: "x", Obj: webAsID(a)})
+	env.c.onDelete(a)
+	// A bad spelling keys as itself, so that its sync finds the resource and reports it.
+	env.c.enqueue(cftd("bad", time.Hour, webSpec("not a trust domain", "https://b/")))
+	if diff := cmp.Diff([]string{"a.org", "not a trust domain"}, drainQueue(env.c)); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
 	}
+}
 
-	b := a.DeepCopy()
-	b.Spec.TrustDomain = "b.org"
-	b.ResourceVersion = "2"
-	env.c.onUpdate(a, b)
-	if got := strings.Join(drain(), ","); got != "b.org,a.org" {
-		t.Errorf("trust domain change enqueued %s, want b.org,a.org", got)
+// TestOnClusterFederatedTrustDomainUpdate: which updates enqueue which trust domains.
+func TestOnClusterFederatedTrustDomainUpdate(t *testing.T) {
+	base := cftd("x", time.Hour, webSpec("a.org", "https://a/"))
+	changed := func(mutate func(*spirev1alpha1.ClusterFederatedTrustDomain)) *spirev1alpha1.ClusterFederatedTrustDomain {
+		out := base.DeepCopy()
+		out.ResourceVersion = "2"
+		mutate(out)
+		return out
 	}
-	env.c.onUpdate(a, a.DeepCopy())
-	if q.Len() != 0 {
-		t.Errorf("a resync with the same resource version enqueued %v", drain())
+	tests := []struct {
+		name string
+		new  *spirev1alpha1.ClusterFederatedTrustDomain
+		want []string
+	}{
+		{name: "informer resync, same resource version: nothing", new: base.DeepCopy()},
+		{name: "URL changed", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.BundleEndpointURL = "https://a/v2" }),
+			want: []string{"a.org"}},
+		{name: "bundle changed", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomainBundle = "{}" }),
+			want: []string{"a.org"}},
+		{name: "class changed: the trust domain may change hands", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.ClassName = "other" }),
+			want: []string{"a.org"}},
+		{name: "being deleted", new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
+			o.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}),
+			want: []string{"a.org"}},
+		{name: "status written, by this controller or another: checked again, at no SPIRE cost",
+			new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
+				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue}}
+			}),
+			want: []string{"a.org"}},
+		{name: "renamed to another trust domain: the new one, then the one it gave up",
+			new:  changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomain = "b.org" }),
+			want: []string{"b.org", "a.org"}},
+		{name: "respelled as a SPIFFE ID: the same trust domain, once",
+			new:  changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) { o.Spec.TrustDomain = "spiffe://a.org" }),
+			want: []string{"a.org"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			env.c.onUpdate(base, tt.new)
+			if diff := cmp.Diff(tt.want, drainQueue(env.c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -561,4 +662,44 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("b.org deleted", holds(""))
+}
+
+// TestClassName: a controller handles the resources of its class, and classless ones only
+// when its class is empty or it watches classless resources, as spire-controller-manager
+// does. With no class set, another install's resources are not its own.
+func TestClassName(t *testing.T) {
+	objs := func() []*spirev1alpha1.ClusterFederatedTrustDomain {
+		classless := cftd("classless", time.Hour, webSpec("classless.org", "https://classless/"))
+		mine := cftd("mine", time.Hour, webSpec("mine.org", "https://mine/"))
+		mine.Spec.ClassName = "mine"
+		other := cftd("other", time.Hour, webSpec("other.org", "https://other/"))
+		other.Spec.ClassName = "other"
+		return []*spirev1alpha1.ClusterFederatedTrustDomain{classless, mine, other}
+	}
+	tests := []struct {
+		name           string
+		className      string
+		watchClassless bool
+		want           []string
+	}{
+		{name: "no class: classless only", want: []string{"classless.org"}},
+		{name: "no class, watchClassless: classless only", watchClassless: true, want: []string{"classless.org"}},
+		{name: "a class: that class only", className: "mine", want: []string{"mine.org"}},
+		{name: "a class and watchClassless: that class and classless", className: "mine", watchClassless: true, want: []string{"classless.org", "mine.org"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t, objs()...)
+			env.setOptions(func(o *Options) { o.ClassName, o.WatchClassless = tt.className, tt.watchClassless })
+			env.fullResync()
+			for _, td := range []string{"classless.org", "mine.org", "other.org"} {
+				env.sync(td)
+			}
+			got := env.trustDomains()
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("SPIRE relationships (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

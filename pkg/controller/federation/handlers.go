@@ -19,11 +19,11 @@ package federation
 import (
 	"fmt"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/client-go/tools/cache"
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
 // addEventHandlers maps every event to the trust domains it affects. Handlers run on the
@@ -40,23 +40,13 @@ func (c *Controller) addEventHandlers(cftdInformer spireinformers.ClusterFederat
 	return nil
 }
 
-// keyOf is the queue key of the trust domain a resource names: the trust domain's name when it
-// parses, so that "spiffe://td" and "td" share a key and an invalid spelling still guards the
-// relationship it evidently means, and the raw string otherwise, so that the sync of that key
-// finds the resource and reports it.
-func keyOf(trustDomain string) string {
-	if td, err := spiffeid.TrustDomainFromString(trustDomain); err == nil {
-		return td.Name()
-	}
-	return trustDomain
-}
-
+// indexByTrustDomain indexes resources by the key of the trust domain they name.
 func indexByTrustDomain(obj any) ([]string, error) {
 	cftd, ok := obj.(*spirev1alpha1.ClusterFederatedTrustDomain)
 	if !ok {
 		return nil, nil
 	}
-	return []string{keyOf(cftd.Spec.TrustDomain)}, nil
+	return []string{fedreconciler.KeyOf(cftd.Spec.TrustDomain)}, nil
 }
 
 // unwrap returns the object of an event, including the last known state of a deleted one.
@@ -70,7 +60,7 @@ func unwrap(obj any) (*spirev1alpha1.ClusterFederatedTrustDomain, bool) {
 
 func (c *Controller) enqueue(obj any) {
 	if cftd, ok := unwrap(obj); ok {
-		c.queue.Add(keyOf(cftd.Spec.TrustDomain))
+		c.queue.Add(fedreconciler.KeyOf(cftd.Spec.TrustDomain))
 	}
 }
 
@@ -83,8 +73,8 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 	if !okOld || !okNew || oldCFTD.ResourceVersion == newCFTD.ResourceVersion {
 		return
 	}
-	oldKey, newKey := keyOf(oldCFTD.Spec.TrustDomain), keyOf(newCFTD.Spec.TrustDomain)
-	c.releaseOnChange(oldCFTD, newCFTD)
+	oldKey, newKey := fedreconciler.KeyOf(oldCFTD.Spec.TrustDomain), fedreconciler.KeyOf(newCFTD.Spec.TrustDomain)
+	c.reconciler.ReleaseOnChange(oldCFTD, newCFTD)
 	c.queue.Add(newKey)
 	if oldKey != newKey {
 		c.queue.Add(oldKey)
@@ -93,7 +83,7 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 
 func (c *Controller) onDelete(obj any) {
 	if cftd, ok := unwrap(obj); ok {
-		c.releaseOnDelete(cftd)
-		c.queue.Add(keyOf(cftd.Spec.TrustDomain))
+		c.reconciler.ReleaseOnDelete(cftd)
+		c.queue.Add(fedreconciler.KeyOf(cftd.Spec.TrustDomain))
 	}
 }

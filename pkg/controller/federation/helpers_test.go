@@ -16,112 +16,14 @@ limitations under the License.
 
 package federation
 
-import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net/url"
-	"testing"
-	"time"
+import "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation/federationtest"
 
-	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ktypes "k8s.io/apimachinery/pkg/types"
-
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+// Short names for the builders every test of this package uses.
+var (
+	newCA      = federationtest.NewCA
+	newJWTKey  = federationtest.NewJWTKey
+	bundleDoc  = federationtest.BundleDoc
+	cftd       = federationtest.Resource
+	webSpec    = federationtest.WebSpec
+	spiffeSpec = federationtest.SPIFFESpec
 )
-
-// newCA returns a self-signed CA certificate for a trust domain, as a SPIRE server's root.
-func newCA(t testing.TB, td string) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{Organization: []string{"spire-registrar test"}, CommonName: td},
-		URIs:                  []*url.URL{spiffeid.RequireTrustDomainFromString(td).ID().URL()},
-		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
-
-// newJWTKey returns a fresh public key for a JWT authority.
-func newJWTKey(t testing.TB) crypto.PublicKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key.Public()
-}
-
-// bundleDoc is a SPIFFE bundle document for a trust domain, marshalled by go-spiffe.
-func bundleDoc(t testing.TB, td string, cas []*x509.Certificate, jwtKeys map[string]crypto.PublicKey, refreshHint time.Duration, seq uint64) string {
-	t.Helper()
-	b := spiffebundle.FromX509Authorities(spiffeid.RequireTrustDomainFromString(td), cas)
-	b.SetJWTAuthorities(jwtKeys)
-	if refreshHint > 0 {
-		b.SetRefreshHint(refreshHint)
-	}
-	b.SetSequenceNumber(seq)
-	doc, err := b.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(doc)
-}
-
-// cftd returns a ClusterFederatedTrustDomain created age ago.
-func cftd(name string, age time.Duration, spec spirev1alpha1.ClusterFederatedTrustDomainSpec) *spirev1alpha1.ClusterFederatedTrustDomain {
-	return &spirev1alpha1.ClusterFederatedTrustDomain{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, UID: ktypes.UID("uid-" + name), ResourceVersion: "1", Generation: 1,
-			CreationTimestamp: metav1.NewTime(time.Now().Add(-age).Truncate(time.Second)),
-		},
-		Spec: spec,
-	}
-}
-
-// webSpec is a valid https_web spec.
-func webSpec(td, url string) spirev1alpha1.ClusterFederatedTrustDomainSpec {
-	return spirev1alpha1.ClusterFederatedTrustDomainSpec{
-		TrustDomain:           td,
-		BundleEndpointURL:     url,
-		BundleEndpointProfile: spirev1alpha1.BundleEndpointProfile{Type: spirev1alpha1.HTTPSWebProfileType},
-	}
-}
-
-// spiffeSpec is a valid https_spiffe spec with a bundle document.
-func spiffeSpec(td, url, endpointID, bundle string) spirev1alpha1.ClusterFederatedTrustDomainSpec {
-	return spirev1alpha1.ClusterFederatedTrustDomainSpec{
-		TrustDomain:       td,
-		BundleEndpointURL: url,
-		BundleEndpointProfile: spirev1alpha1.BundleEndpointProfile{
-			Type: spirev1alpha1.HTTPSSPIFFEProfileType, EndpointSPIFFEID: endpointID,
-		},
-		TrustDomainBundle: bundle,
-	}
-}

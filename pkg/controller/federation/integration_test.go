@@ -23,6 +23,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,10 +206,7 @@ func TestIntegration(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			var got []string
-			for _, td := range sortedKeys(rels) {
-				got = append(got, td)
-			}
+			got := slices.Sorted(maps.Keys(rels))
 			if strings.Join(got, ",") != strings.Join(tds, ",") {
 				return false, fmt.Errorf("SPIRE holds %v, want %v", got, tds)
 			}
@@ -362,17 +361,18 @@ func TestIntegration(t *testing.T) {
 	})
 	create("bad", spiffeSpec("bad.test", endpoint+"/bad", "spiffe://Bad.test/Not Valid", ""))
 	create("own", webSpec(spireServer.TrustDomain(), endpoint+"/own"))
-	// creationTimestamp has a resolution of one second, so this resource may well be as old
-	// as "spiffe"; the name breaks the tie, and "spiffe" < "z-conflict".
+	// creationTimestamp has a resolution of one second, and a tie is broken by the UIDs,
+	// which are random: make this resource younger than "spiffe" for certain.
+	time.Sleep(time.Second)
 	create("z-conflict", webSpec("spiffe.test", endpoint+"/conflict"))
-	expectEvent("web", reasonInvalidSpec, "spec.trustDomainBundle")
-	expectEvent("bad", reasonInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
-	expectEvent("own", reasonInvalidSpec, "spec.trustDomain")
-	expectEvent("z-conflict", reasonConflict, `"spiffe"`)
-	expectReady("web", metav1.ConditionFalse, reasonInvalidSpec)
-	expectReady("bad", metav1.ConditionFalse, reasonInvalidSpec)
-	expectReady("z-conflict", metav1.ConditionFalse, reasonConflict)
-	expectReady("spiffe", metav1.ConditionTrue, "RelationshipSet")
+	expectEvent("web", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomainBundle")
+	expectEvent("bad", spirev1alpha1.ReasonFederationInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
+	expectEvent("own", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomain")
+	expectEvent("z-conflict", spirev1alpha1.ReasonFederationConflict, `"spiffe"`)
+	expectReady("web", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
+	expectReady("bad", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
+	expectReady("z-conflict", metav1.ConditionFalse, spirev1alpha1.ReasonFederationConflict)
+	expectReady("spiffe", metav1.ConditionTrue, spirev1alpha1.ReasonRelationshipSet)
 	expect("relationships untouched", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {
 		if got := rels["web.test"].BundleEndpointURL; got != endpoint+"/web/v2" {
 			return fmt.Errorf("web.test URL = %s, want it kept", got)

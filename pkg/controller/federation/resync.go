@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
@@ -38,45 +39,43 @@ func (c *Controller) initialResync(ctx context.Context) bool {
 	return true
 }
 
-// fullResync diffs every declaration against a fresh list of every relationship SPIRE holds,
-// and deletes the relationships no resource declares. It excludes key syncs while it runs,
-// since it replaces the cache they read. The initial one is the first time the controller
-// writes: a failed list writes nothing, and in particular deletes nothing.
+// fullResync runs a full resync and records it in the metrics the entry controller records
+// too, so that one dashboard and one alert cover both controllers.
 func (c *Controller) fullResync(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	c.resyncLock.Lock()
-	defer c.resyncLock.Unlock()
 	start := time.Now()
-
-	rels, err := c.spire.ListFederationRelationships(ctx)
+	err := c.resyncAll(ctx)
+	result := "success"
 	if err != nil {
-		return fmt.Errorf("listing SPIRE federation relationships: %w", err)
+		result = "failure"
+	} else {
+		metrics.LastFullResyncTime.WithLabelValues(ControllerName).SetToCurrentTime()
+		metrics.LastFullResyncDuration.WithLabelValues(ControllerName).Set(time.Since(start).Seconds())
 	}
-	c.relationships.replace(rels)
+	metrics.FullResyncs.WithLabelValues(ControllerName, result).Inc()
+	return err
+}
 
+// resyncAll hands every resource in view to the reconciler's full resync, which lists
+// SPIRE and diffs everything. The initial one is the first time the controller writes: a
+// failed list writes nothing, and in particular deletes nothing.
+func (c *Controller) resyncAll(ctx context.Context) error {
 	cftds, err := c.cftdLister.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing ClusterFederatedTrustDomains: %w", err)
 	}
-	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
-	c.report(ctx, problems)
-	p := reconcile(decls, c.managed(c.relationships.all(), decls, cftds))
-	writeErr := c.finalize(ctx, p)
-	if writeErr == nil {
-		c.released.forget(p.toDelete...)
+	res, err := c.reconciler.Resync(ctx, cftds)
+	if err != nil {
+		return err
 	}
-
-	logger.V(2).Info("Full resync done", "duration", time.Since(start), "relationships", len(rels),
-		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
-		"inSync", p.inSync, "invalid", p.invalid, "problems", len(problems))
-	if writeErr != nil {
+	c.report(ctx, res.Problems)
+	if res.WriteErr != nil {
 		// A relationship SPIRE refuses must not hold up the others or readiness: the picture
 		// was complete, so the resync counts, and every trust domain of the plan is synced
 		// again on its own, with backoff (those that went through find nothing to do).
-		for _, td := range p.trustDomains() {
+		for _, td := range res.TrustDomains {
 			c.queue.AddRateLimited(td)
 		}
-		logger.Error(writeErr, "Some writes of the full resync failed; their trust domains are retried")
+		klog.FromContext(ctx).Error(res.WriteErr, "Some writes of the full resync failed; their trust domains are retried")
 	}
 	return nil
 }

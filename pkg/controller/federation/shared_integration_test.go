@@ -64,7 +64,7 @@ func TestTwoClassesShareOneServer(t *testing.T) {
 	for _, class := range []string{"blue", "red"} {
 		c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, spireAPI, client, Options{
 			TrustDomain:    spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
-			ClassMatches:   func(c string) bool { return c == class },
+			ClassName:      class,
 			ResyncInterval: time.Second,
 			SharedServer:   true,
 		})

@@ -23,57 +23,70 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
-
-// conditionReady is the condition type that says whether SPIRE holds the relationship.
-const conditionReady = "Ready"
 
 // readyConditions computes the Ready condition of every resource naming one trust domain from
 // the problems reported on them and the result of writing the winner's relationship.
-func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problems []problem, writeErr error) map[string]metav1.Condition {
+func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problems []fedreconciler.Problem, writeErr error) map[string]metav1.Condition {
 	out := map[string]metav1.Condition{}
 	for _, cftd := range cftds {
-		out[cftd.Name] = metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, ObservedGeneration: cftd.Generation,
-			Reason: "RelationshipSet", Message: "SPIRE holds the federation relationship as declared"}
+		out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue,
+			ObservedGeneration: cftd.Generation, Reason: spirev1alpha1.ReasonRelationshipSet,
+			Message: "SPIRE holds the federation relationship as declared"}
 		if writeErr != nil {
-			out[cftd.Name] = metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse, ObservedGeneration: cftd.Generation,
-				Reason: "WriteFailed", Message: "SPIRE did not take the relationship (it is retried): " + truncate(writeErr.Error(), 1024)}
+			out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
+				ObservedGeneration: cftd.Generation, Reason: spirev1alpha1.ReasonRelationshipWriteFailed,
+				Message: "SPIRE did not take the relationship (it is retried): " + truncate(writeErr.Error(), 1024)}
 		}
 	}
 	for _, p := range problems {
-		out[p.obj.Name] = metav1.Condition{Type: conditionReady, Status: metav1.ConditionFalse, ObservedGeneration: p.obj.Generation,
-			Reason: p.reason, Message: truncate(p.message, 1024)}
+		out[p.Object.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
+			ObservedGeneration: p.Object.Generation, Reason: p.Reason, Message: truncate(p.Message, 1024)}
 	}
 	return out
 }
 
-// writeStatus sets each resource's Ready condition, writing only those that changed.
+// writeStatus sets the Ready condition of each resource of this controller's class.
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
+	var errs []error
+	for _, cftd := range cftds {
+		if cftd.DeletionTimestamp != nil || !c.opts.class().Matches(cftd.Spec.ClassName) {
+			continue
+		}
+		if err := c.updateClusterFederatedTrustDomainStatus(ctx, cftd, conditions[cftd.Name]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// updateClusterFederatedTrustDomainStatus is the one function that writes the status of a
+// ClusterFederatedTrustDomain. It writes only when the condition changes the status, and
+// never in a dry run or without a client.
+func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context, cftd *spirev1alpha1.ClusterFederatedTrustDomain, ready metav1.Condition) error {
 	if c.spireAPI == nil {
 		return nil
 	}
-	var errs []error
-	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp != nil || !c.opts.ClassMatches(cftd.Spec.ClassName) {
-			continue
-		}
-		updated := cftd.DeepCopy()
-		meta.SetStatusCondition(&updated.Status.Conditions, conditions[cftd.Name])
-		if apiequality.Semantic.DeepEqual(cftd.Status, updated.Status) {
-			continue
-		}
-		if _, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			errs = append(errs, fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err))
-			continue
-		}
-		klog.FromContext(ctx).V(2).Info("Updated ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", cftd.Name,
-			"ready", conditions[cftd.Name].Status, "reason", conditions[cftd.Name].Reason)
+	updated := cftd.DeepCopy()
+	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	if apiequality.Semantic.DeepEqual(cftd.Status, updated.Status) {
+		return nil
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%v", errs)
+	logger := klog.FromContext(ctx)
+	if c.opts.DryRun {
+		logger.V(2).Info("Dry run: would update ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
+			"ready", ready.Status, "reason", ready.Reason)
+		return nil
 	}
+	if _, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err)
+	}
+	logger.V(2).Info("Updated ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
+		"ready", ready.Status, "reason", ready.Reason)
 	return nil
 }

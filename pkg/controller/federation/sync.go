@@ -21,20 +21,18 @@ import (
 	"fmt"
 	"strings"
 
-	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
 // syncTrustDomain makes SPIRE's relationship with one trust domain equal to what the oldest
 // resource naming it declares: created when missing, updated when it differs, deleted when no
-// resource names the trust domain, and left alone when the declaring spec is invalid.
+// resource names the trust domain, and left alone when the declaring spec is invalid. Then
+// it reports problems and sets the resources' status.
 func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) error {
-	c.resyncLock.RLock()
-	defer c.resyncLock.RUnlock()
-
 	objs, err := c.cftdIndexer.ByIndex(trustDomainIndex, trustDomain)
 	if err != nil {
 		return fmt.Errorf("looking up ClusterFederatedTrustDomains of %q: %w", trustDomain, err)
@@ -45,31 +43,23 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 			cftds = append(cftds, cftd)
 		}
 	}
-	decls, problems := declarations(cftds, c.opts.TrustDomain, c.opts.ClassMatches)
-	c.report(ctx, problems)
 
-	current := map[string]*spiretypes.FederationRelationship{}
-	if r := c.relationships.get(trustDomain); r != nil {
-		current[trustDomain] = r
-	}
-	writeErr := c.finalize(ctx, reconcile(decls, c.managed(current, decls, cftds)))
-	if writeErr == nil {
-		c.released.forget(trustDomain)
-	}
-	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, problems, writeErr)); statusErr != nil && writeErr == nil {
+	res := c.reconciler.Sync(ctx, trustDomain, cftds)
+	c.report(ctx, res.Problems)
+	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, res.Problems, res.WriteErr)); statusErr != nil && res.WriteErr == nil {
 		return statusErr
 	}
-	return writeErr
+	return res.WriteErr
 }
 
 // report tells each resource's owner what is wrong with it. Events about one object are
 // rate limited and aggregated by client-go, so a resource reported at every sync does not
 // flood the API.
-func (c *Controller) report(ctx context.Context, problems []problem) {
+func (c *Controller) report(ctx context.Context, problems []fedreconciler.Problem) {
 	logger := klog.FromContext(ctx)
 	for _, p := range problems {
-		logger.Info("Ignoring ClusterFederatedTrustDomain", "clusterFederatedTrustDomain", klog.KObj(p.obj), "reason", p.reason, "message", p.message)
-		c.recorder.Event(p.obj, corev1.EventTypeWarning, p.reason, truncate(p.message, 1024))
+		logger.Info("Ignoring ClusterFederatedTrustDomain", "clusterFederatedTrustDomain", klog.KObj(p.Object), "reason", p.Reason, "message", p.Message)
+		c.recorder.Event(p.Object, corev1.EventTypeWarning, p.Reason, truncate(p.Message, 1024))
 	}
 }
 

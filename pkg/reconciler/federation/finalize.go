@@ -23,10 +23,12 @@ import (
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -35,15 +37,21 @@ import (
 // was stale (SPIRE v1.13 reports both "already exists" on create and "not found" on update as
 // INTERNAL) refreshes the affected trust domains from a fresh list, so that the retry the
 // returned error causes creates or updates as SPIRE's state requires.
-func (c *Controller) finalize(ctx context.Context, p plan) error {
-	w := &planWriter{c: c}
+func (r *Reconciler) finalize(ctx context.Context, p plan) error {
+	for _, d := range p.toAdopt {
+		r.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
+	}
+	w := &planWriter{r: r}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
 	w.delete(ctx, p.toDelete)
 	if len(w.stale) > 0 {
-		if err := c.refresh(ctx, w.stale); err != nil {
+		if err := r.refresh(ctx, w.stale); err != nil {
 			w.errs = append(w.errs, err)
 		}
+	}
+	if r.opts.DryRun {
+		logPlan(klog.FromContext(ctx), p)
 	}
 	if n := len(p.toCreate) + len(p.toUpdate) + len(p.toDelete); n > 0 {
 		klog.FromContext(ctx).V(2).Info("Applied federation relationship plan",
@@ -54,7 +62,7 @@ func (c *Controller) finalize(ctx context.Context, p plan) error {
 
 // planWriter collects the results of one plan's writes.
 type planWriter struct {
-	c     *Controller
+	r     *Reconciler
 	errs  []error
 	stale []string
 }
@@ -68,23 +76,24 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 	for i, d := range ds {
 		rels[i] = d.relationship
 	}
-	results, err := w.c.spire.CreateFederationRelationships(ctx, rels)
+	results, err := w.r.spire.CreateFederationRelationships(ctx, rels)
 	for i, d := range ds {
 		if i >= len(results) {
 			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, err))
 			continue
 		}
-		r := results[i]
-		if r.Err != nil {
-			if staleCode(r.Err) {
+		res := results[i]
+		if res.Err != nil {
+			if staleCode(res.Err) {
 				w.stale = append(w.stale, d.trustDomain)
 			}
-			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, r.Err))
+			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, res.Err))
 			continue
 		}
-		w.c.relationships.put(echoed(r.Relationship, d.relationship))
+		w.r.relationships.put(echoed(res.Relationship, d.relationship))
+		w.r.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
 		logger.V(2).Info("Created federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
-		w.c.recorder.Eventf(d.owner, corev1.EventTypeNormal, reasonCreated, "Created federation relationship with %q", d.trustDomain)
+		w.r.recorder.Eventf(d.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipCreated, "Created federation relationship with %q", d.trustDomain)
 	}
 }
 
@@ -92,42 +101,52 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 func (w *planWriter) update(ctx context.Context, us []*relationshipUpdate) {
 	var withBundle, withoutBundle []*relationshipUpdate
 	for _, u := range us {
-		if u.relationship.GetTrustDomainBundle() != nil {
+		if u.sendsBundle() {
 			withBundle = append(withBundle, u)
 		} else {
 			withoutBundle = append(withoutBundle, u)
 		}
 	}
-	for _, group := range [][]*relationshipUpdate{withBundle, withoutBundle} {
-		if len(group) > 0 {
-			w.updateGroup(ctx, group)
-		}
+	if len(withBundle) > 0 {
+		w.updateGroup(ctx, withBundle, true)
+	}
+	if len(withoutBundle) > 0 {
+		w.updateGroup(ctx, withoutBundle, false)
 	}
 }
 
-func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdate) {
+func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdate, sendBundle bool) {
 	logger := klog.FromContext(ctx)
 	rels := make([]*spiretypes.FederationRelationship, len(group))
 	for i, u := range group {
 		rels[i] = u.relationship
+		if !sendBundle && u.relationship.GetTrustDomainBundle() != nil {
+			// The mask already keeps SPIRE's bundle; not sending the old copy at all also
+			// keeps it out of SPIRE's validation and of anything that ignores the mask.
+			rels[i] = proto.CloneOf(u.relationship)
+			rels[i].TrustDomainBundle = nil
+		}
 	}
-	results, err := w.c.spire.UpdateFederationRelationships(ctx, rels, updateMask(rels[0]))
+	results, err := w.r.spire.UpdateFederationRelationships(ctx, rels, updateMask(sendBundle))
 	for i, u := range group {
 		if i >= len(results) {
 			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, err))
 			continue
 		}
-		r := results[i]
-		if r.Err != nil {
-			if staleCode(r.Err) {
+		res := results[i]
+		if res.Err != nil {
+			if staleCode(res.Err) {
 				w.stale = append(w.stale, u.trustDomain)
 			}
-			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, r.Err))
+			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, res.Err))
 			continue
 		}
-		w.c.relationships.put(echoed(r.Relationship, u.relationship))
+		w.r.relationships.put(echoed(res.Relationship, rels[i]))
+		if sendBundle {
+			w.r.sentBundles.set(u.trustDomain, u.relationship.GetTrustDomainBundle())
+		}
 		logger.V(2).Info("Updated federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
-		w.c.recorder.Eventf(u.owner, corev1.EventTypeNormal, reasonUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
+		w.r.recorder.Eventf(u.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
 	}
 }
 
@@ -136,18 +155,19 @@ func (w *planWriter) delete(ctx context.Context, trustDomains []string) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	results, err := w.c.spire.DeleteFederationRelationships(ctx, trustDomains)
+	results, err := w.r.spire.DeleteFederationRelationships(ctx, trustDomains)
 	for i, td := range trustDomains {
 		if i >= len(results) {
 			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, err))
 			continue
 		}
 		// NOT_FOUND means someone else deleted it first: the goal is reached.
-		if r := results[i]; r.Err != nil && !spire.IsNotFound(r.Err) {
-			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, r.Err))
+		if res := results[i]; res.Err != nil && !spire.IsNotFound(res.Err) {
+			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, res.Err))
 			continue
 		}
-		w.c.relationships.remove(td)
+		w.r.relationships.remove(td)
+		w.r.sentBundles.forget(td)
 		logger.V(2).Info("Deleted federation relationship no resource declares", "trustDomain", td)
 	}
 }
@@ -175,22 +195,35 @@ func echoed(got, sent *spiretypes.FederationRelationship) *spiretypes.Federation
 // refresh lists SPIRE's relationships and updates the cache for the given trust domains only:
 // other keys may be written concurrently by other workers, and a list taken before their
 // write completed must not overwrite what they cached.
-func (c *Controller) refresh(ctx context.Context, trustDomains []string) error {
-	rels, err := c.spire.ListFederationRelationships(ctx)
+func (r *Reconciler) refresh(ctx context.Context, trustDomains []string) error {
+	rels, err := r.spire.ListFederationRelationships(ctx)
 	if err != nil {
 		return fmt.Errorf("refreshing federation relationships %v: %w", trustDomains, err)
 	}
 	byTD := make(map[string]*spiretypes.FederationRelationship, len(rels))
-	for _, r := range rels {
-		byTD[r.GetTrustDomain()] = r
+	for _, rel := range rels {
+		byTD[rel.GetTrustDomain()] = rel
 	}
 	for _, td := range trustDomains {
-		if r := byTD[td]; r != nil {
-			c.relationships.put(r)
+		if rel := byTD[td]; rel != nil {
+			r.relationships.put(rel)
 		} else {
-			c.relationships.remove(td)
+			r.relationships.remove(td)
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Refreshed federation relationships after a write SPIRE refused", "trustDomains", trustDomains)
 	return nil
+}
+
+// logPlan shows a dry run's user what the plan would write, at the default level.
+func logPlan(logger klog.Logger, p plan) {
+	for _, d := range p.toCreate {
+		logger.Info("Dry run: would create federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
+	}
+	for _, u := range p.toUpdate {
+		logger.Info("Dry run: would update federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
+	}
+	for _, td := range p.toDelete {
+		logger.Info("Dry run: would delete federation relationship", "trustDomain", td)
+	}
 }

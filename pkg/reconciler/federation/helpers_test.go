@@ -16,12 +16,14 @@ limitations under the License.
 
 package federation
 
-import (
-	"context"
+import "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation/federationtest"
 
-	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+// Short names for the builders every test of this package uses.
+var (
+	newCA      = federationtest.NewCA
+	newJWTKey  = federationtest.NewJWTKey
+	bundleDoc  = federationtest.BundleDoc
+	cftd       = federationtest.Resource
+	webSpec    = federationtest.WebSpec
+	spiffeSpec = federationtest.SPIFFESpec
 )
-
-func (c *Controller) worker(ctx context.Context) {
-	runner.Work(ctx, ControllerName, "trustDomain", c.queue, c.syncTrustDomain)
-}

@@ -35,6 +35,10 @@ type plan struct {
 	toUpdate []*relationshipUpdate
 	// toDelete holds the trust domains of relationships no resource declares.
 	toDelete []string
+	// toAdopt are declarations of relationships SPIRE holds whose bundle the controller has
+	// no record of sending: their declared bundle is recorded as sent, without a write (see
+	// sent_bundles.go).
+	toAdopt []*declaration
 	// inSync counts declarations SPIRE already matches; invalid counts those left alone
 	// because their spec is invalid.
 	inSync, invalid int
@@ -58,9 +62,19 @@ type relationshipUpdate struct {
 	outdated []string
 }
 
+// sendsBundle reports whether the update carries the declared bundle.
+func (u *relationshipUpdate) sendsBundle() bool {
+	return slices.Contains(u.outdated, fieldTrustDomainBundle)
+}
+
+// lastSentFunc returns the declared bundle last sent for a trust domain, and whether there
+// is a record of one.
+type lastSentFunc func(trustDomain string) (*spiretypes.Bundle, bool)
+
 // reconcile diffs declarations against SPIRE's relationships, both by trust domain. It is the
 // one truth of both the per-key sync (one trust domain) and the full resync (all of them).
-func reconcile(decls map[string]*declaration, current map[string]*spiretypes.FederationRelationship) plan {
+// lastSent tells whether a declared bundle changed since it was sent.
+func reconcile(decls map[string]*declaration, current map[string]*spiretypes.FederationRelationship, lastSent lastSentFunc) plan {
 	var p plan
 	for _, td := range sortedKeys(decls) {
 		d := decls[td]
@@ -71,7 +85,12 @@ func reconcile(decls map[string]*declaration, current map[string]*spiretypes.Fed
 		case cur == nil:
 			p.toCreate = append(p.toCreate, d)
 		default:
-			if fields := outdated(cur, d.relationship); len(fields) > 0 {
+			sent, known := lastSent(td)
+			if !known {
+				p.toAdopt = append(p.toAdopt, d)
+			}
+			bundleChanged := known && d.relationship.GetTrustDomainBundle() != nil && !bundleEqual(sent, d.relationship.GetTrustDomainBundle())
+			if fields := outdated(cur, d.relationship, bundleChanged); len(fields) > 0 {
 				p.toUpdate = append(p.toUpdate, &relationshipUpdate{declaration: d, outdated: fields})
 			} else {
 				p.inSync++
@@ -87,10 +106,10 @@ func reconcile(decls map[string]*declaration, current map[string]*spiretypes.Fed
 }
 
 // outdated returns the fields of the relationship SPIRE holds that differ from the desired
-// one. The bundle is compared only when one is declared: SPIRE lists whatever bundle it holds
-// for the trust domain, typically one it fetched from the bundle endpoint itself, and that is
-// not a difference from a resource that declares none.
-func outdated(current, desired *spiretypes.FederationRelationship) []string {
+// one. The bundle SPIRE holds is never compared: it is typically one SPIRE fetched from the
+// bundle endpoint itself, newer than the resource's bootstrap copy. The bundle is outdated
+// only when the resource's own bundle changed since it was sent (see sent_bundles.go).
+func outdated(current, desired *spiretypes.FederationRelationship, bundleChanged bool) []string {
 	var fields []string
 	if current.GetBundleEndpointUrl() != desired.GetBundleEndpointUrl() {
 		fields = append(fields, fieldBundleEndpointURL)
@@ -98,7 +117,7 @@ func outdated(current, desired *spiretypes.FederationRelationship) []string {
 	if !profileEqual(current, desired) {
 		fields = append(fields, fieldBundleEndpointProfile)
 	}
-	if desired.GetTrustDomainBundle() != nil && !bundleEqual(current.GetTrustDomainBundle(), desired.GetTrustDomainBundle()) {
+	if bundleChanged {
 		fields = append(fields, fieldTrustDomainBundle)
 	}
 	return fields
@@ -119,14 +138,14 @@ func profileEqual(a, b *spiretypes.FederationRelationship) bool {
 	}
 }
 
-// updateMask selects every field of the relationship: SPIRE validates every field whatever
-// the mask, so the full relationship is sent anyway, and writing all of it leaves nothing
-// stale. The bundle is left out when none is declared, so SPIRE keeps the one it holds.
-func updateMask(desired *spiretypes.FederationRelationship) *spiretypes.FederationRelationshipMask {
+// updateMask selects the endpoint's URL and profile, which SPIRE validates together whatever
+// the mask, and the bundle only when the update sends it, so that otherwise SPIRE keeps the
+// bundle it holds.
+func updateMask(sendsBundle bool) *spiretypes.FederationRelationshipMask {
 	return &spiretypes.FederationRelationshipMask{
 		BundleEndpointUrl:     true,
 		BundleEndpointProfile: true,
-		TrustDomainBundle:     desired.GetTrustDomainBundle() != nil,
+		TrustDomainBundle:     sendsBundle,
 	}
 }
 

@@ -34,7 +34,7 @@ import (
 // resource deleted while no controller of its class runs leaves its relationship in SPIRE,
 // to be deleted by hand (spire-server federation delete).
 
-// releasedTrustDomains are the trust domains resources of this controller's class stopped
+// releasedTrustDomains are the trust domains resources of this reconciler's class stopped
 // declaring since they were last synced.
 type releasedTrustDomains struct {
 	mu  sync.Mutex
@@ -64,41 +64,42 @@ func (r *releasedTrustDomains) forget(tds ...string) {
 	}
 }
 
-// releaseOnChange records the trust domain a resource of this controller's class gives up by
-// an update: by naming another trust domain, or by moving to another class.
-func (c *Controller) releaseOnChange(oldCFTD, newCFTD *spirev1alpha1.ClusterFederatedTrustDomain) {
-	if !c.opts.ClassMatches(oldCFTD.Spec.ClassName) {
+// ReleaseOnChange records the trust domain a resource of this reconciler's class gives up by
+// an update: by naming another trust domain, or by moving to another class. The controller
+// calls it from its update handler, the only place the old spec is known.
+func (r *Reconciler) ReleaseOnChange(oldCFTD, newCFTD *spirev1alpha1.ClusterFederatedTrustDomain) {
+	if !r.opts.Class.Matches(oldCFTD.Spec.ClassName) {
 		return
 	}
-	if keyOf(oldCFTD.Spec.TrustDomain) != keyOf(newCFTD.Spec.TrustDomain) || !c.opts.ClassMatches(newCFTD.Spec.ClassName) {
-		c.released.add(keyOf(oldCFTD.Spec.TrustDomain))
+	if KeyOf(oldCFTD.Spec.TrustDomain) != KeyOf(newCFTD.Spec.TrustDomain) || !r.opts.Class.Matches(newCFTD.Spec.ClassName) {
+		r.released.add(KeyOf(oldCFTD.Spec.TrustDomain))
 	}
 }
 
-// releaseOnDelete records the trust domain a deleted resource of this controller's class named.
-func (c *Controller) releaseOnDelete(cftd *spirev1alpha1.ClusterFederatedTrustDomain) {
-	if c.opts.ClassMatches(cftd.Spec.ClassName) {
-		c.released.add(keyOf(cftd.Spec.TrustDomain))
+// ReleaseOnDelete records the trust domain a deleted resource of this reconciler's class named.
+func (r *Reconciler) ReleaseOnDelete(cftd *spirev1alpha1.ClusterFederatedTrustDomain) {
+	if r.opts.Class.Matches(cftd.Spec.ClassName) {
+		r.released.add(KeyOf(cftd.Spec.TrustDomain))
 	}
 }
 
 // managed returns the relationships of current the controller may write: all of them on a
 // server of its own; on a shared server, those it declares, and those it released and no
 // resource of another class declares. cftds are the resources in view, of every class.
-func (c *Controller) managed(current map[string]*spiretypes.FederationRelationship, decls map[string]*declaration,
+func (r *Reconciler) managed(current map[string]*spiretypes.FederationRelationship, decls map[string]*declaration,
 	cftds []*spirev1alpha1.ClusterFederatedTrustDomain) map[string]*spiretypes.FederationRelationship {
-	if !c.opts.SharedServer {
+	if !r.opts.SharedServer {
 		return current
 	}
 	declaredByOthers := map[string]bool{}
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp == nil && !c.opts.ClassMatches(cftd.Spec.ClassName) {
-			declaredByOthers[keyOf(cftd.Spec.TrustDomain)] = true
+		if !r.opts.Class.Matches(cftd.Spec.ClassName) {
+			declaredByOthers[KeyOf(cftd.Spec.TrustDomain)] = true
 		}
 	}
 	out := make(map[string]*spiretypes.FederationRelationship, len(decls))
 	for td, rel := range current {
-		if decls[td] != nil || (c.released.has(td) && !declaredByOthers[td]) {
+		if decls[td] != nil || (r.released.has(td) && !declaredByOthers[td]) {
 			out[td] = rel
 		}
 	}
