@@ -56,12 +56,8 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 
 // federationOptions are the federation controller's settings from the config.
 func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
-	// TODO(lead): pass DryRun once federation.Options has it (the federation refactor adds
-	// it): the SPIRE client is spire.DryRun already, but the controller must also write no
-	// status and no Event in a dry run.
-	//   DryRun: dryRun,
-	_ = dryRun
 	return federation.Options{
+		DryRun:         dryRun,
 		TrustDomain:    cfg.TrustDomain,
 		ClassName:      cfg.ClassName,
 		WatchClassless: cfg.WatchClassless,

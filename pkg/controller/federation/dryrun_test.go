@@ -55,7 +55,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 			t.Cleanup(func() { _ = client.Close() })
 			var spireClient spire.API = client
 			if dryRun {
-				spireClient = spire.DryRun(client)
+				spireClient = spire.DryRun(client, nil)
 			}
 
 			factory := spireinformers.NewSharedInformerFactory(api, 0)
