@@ -213,17 +213,11 @@ func (c *Config) IsNamespaceIgnored(namespace string) bool {
 }
 
 // ClassMatches reports whether an object of the given className is this controller's to act
-// on: with no class configured every object is; otherwise objects of that class are, and
-// classless ones only when watchClassless is set.
+// on, by spire-controller-manager's rule: objects of the configured class, and classless ones
+// when watchClassless is set. With no class configured that means classless objects only:
+// objects of any class belong to another install sharing the cluster.
 func (c *Config) ClassMatches(className string) bool {
-	switch {
-	case c.ClassName == "":
-		return true
-	case className == "":
-		return c.WatchClassless
-	default:
-		return className == c.ClassName
-	}
+	return className == c.ClassName || (className == "" && c.WatchClassless)
 }
 
 // UseSPIREAPISocketFlag applies spire-controller-manager's deprecated --spire-api-socket flag

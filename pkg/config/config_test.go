@@ -183,7 +183,9 @@ func TestClassMatches(t *testing.T) {
 		want                          bool
 	}{
 		{"", "false", "", true},
-		{"", "false", "other", true},
+		// Another install's resources, as spire-controller-manager leaves them.
+		{"", "false", "other", false},
+		{"", "true", "other", false},
 		{"blue", "false", "blue", true},
 		{"blue", "false", "", false},
 		{"blue", "true", "", true},
