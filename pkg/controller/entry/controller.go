@@ -46,6 +46,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -109,32 +110,32 @@ type Options struct {
 // saw, and the one that repairs changes made behind its back.
 type Controller struct {
 	opts      Options
-	renderer  *renderer
+	renderer  *render.Renderer
 	ownership ownership
 	spire     spire.EntryClient
 	spireAPI  spireclientset.Interface
 
-	podLister       corelisters.PodLister
-	podIndexer      cache.Indexer
-	namespaceLister corelisters.NamespaceLister
-	nodeLister      corelisters.NodeLister
-	csidLister      spirelisters.ClusterSPIFFEIDLister
-	staticLister    spirelisters.ClusterStaticEntryLister
-	sliceIndexer    cache.Indexer
-	cachesSynced    []cache.InformerSynced
+	podLister             corelisters.PodLister
+	podIndexer            cache.Indexer
+	namespaceLister       corelisters.NamespaceLister
+	nodeLister            corelisters.NodeLister
+	clusterSPIFFEIDLister spirelisters.ClusterSPIFFEIDLister
+	staticLister          spirelisters.ClusterStaticEntryLister
+	sliceIndexer          cache.Indexer
+	cachesSynced          []cache.InformerSynced
 
-	// podQueue holds pod UIDs to sync; identityQueue holds ClusterSPIFFEID names whose
+	// podQueue holds pod UIDs to sync; clusterSPIFFEIDQueue holds ClusterSPIFFEID names whose
 	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may
 	// be out of date; staticQueue holds ClusterStaticEntry names to sync.
-	podQueue      workqueue.TypedRateLimitingInterface[types.UID]
-	identityQueue workqueue.TypedRateLimitingInterface[string]
-	statusQueue   workqueue.TypedRateLimitingInterface[string]
-	staticQueue   workqueue.TypedRateLimitingInterface[string]
+	podQueue             workqueue.TypedRateLimitingInterface[types.UID]
+	clusterSPIFFEIDQueue workqueue.TypedRateLimitingInterface[string]
+	statusQueue          workqueue.TypedRateLimitingInterface[string]
+	staticQueue          workqueue.TypedRateLimitingInterface[string]
 
-	identities *identityCache
-	entries    *entryCache
-	outcomes   *outcomeTracker
-	staticKeys *staticKeys
+	clusterSPIFFEIDs *clusterSPIFFEIDCache
+	entries          *entryCache
+	outcomes         *outcomeTracker
+	staticKeys       *staticKeys
 	// fieldSupport learns which optional entry fields the server keeps.
 	fieldSupport *fieldSupport
 
@@ -162,7 +163,7 @@ func NewController(
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	sliceInformer discoveryinformers.EndpointSliceInformer,
-	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 	staticInformer spireinformers.ClusterStaticEntryInformer,
 	kubeClient clientset.Interface,
 	spireAPI spireclientset.Interface,
@@ -179,7 +180,7 @@ func NewController(
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
-	r, err := newRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	r, err := render.NewRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -196,16 +197,16 @@ func NewController(
 		staticLister: staticInformer.Lister(),
 		cachesSynced: []cache.InformerSynced{staticInformer.Informer().HasSynced},
 
-		podQueue:      runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
-		identityQueue: runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
-		statusQueue:   runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
-		staticQueue:   runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
+		podQueue:             runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
+		clusterSPIFFEIDQueue: runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
+		statusQueue:          runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
+		staticQueue:          runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
-		identities:   newIdentityCache(),
-		entries:      newEntryCache(),
-		outcomes:     newOutcomeTracker(),
-		staticKeys:   &staticKeys{keys: map[string]entryKey{}},
-		fieldSupport: &fieldSupport{},
+		clusterSPIFFEIDs: newClusterSPIFFEIDCache(),
+		entries:          newEntryCache(),
+		outcomes:         newOutcomeTracker(),
+		staticKeys:       &staticKeys{keys: map[string]render.Key{}},
+		fieldSupport:     &fieldSupport{},
 
 		eventBroadcaster: broadcaster,
 		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
@@ -221,21 +222,21 @@ func NewController(
 		// cluster for no use.
 		return c, nil
 	}
-	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || csidInformer == nil {
+	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || clusterSPIFFEIDInformer == nil {
 		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are ignored")
 	}
 	c.podLister = podInformer.Lister()
 	c.podIndexer = podInformer.Informer().GetIndexer()
 	c.namespaceLister = namespaceInformer.Lister()
 	c.nodeLister = nodeInformer.Lister()
-	c.csidLister = csidInformer.Lister()
+	c.clusterSPIFFEIDLister = clusterSPIFFEIDInformer.Lister()
 	c.sliceIndexer = sliceInformer.Informer().GetIndexer()
 	c.cachesSynced = append(c.cachesSynced,
 		sliceInformer.Informer().HasSynced,
 		podInformer.Informer().HasSynced,
 		namespaceInformer.Informer().HasSynced,
 		nodeInformer.Informer().HasSynced,
-		csidInformer.Informer().HasSynced,
+		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
 
 	if err := runner.AddIndexers(podInformer.Informer(), cache.Indexers{
@@ -247,7 +248,7 @@ func NewController(
 	if err := runner.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
 		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 	}
-	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer); err != nil {
+	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -277,7 +278,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
 	defer func() {
 		c.podQueue.ShutDown()
-		c.identityQueue.ShutDown()
+		c.clusterSPIFFEIDQueue.ShutDown()
 		c.statusQueue.ShutDown()
 		c.staticQueue.ShutDown()
 		wg.Wait()
@@ -295,7 +296,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.podWorker, time.Second) })
 	}
-	wg.Go(func() { wait.UntilWithContext(ctx, c.identityWorker, time.Second) })
+	wg.Go(func() { wait.UntilWithContext(ctx, c.clusterSPIFFEIDWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.statusWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.staticWorker, time.Second) })
 	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })

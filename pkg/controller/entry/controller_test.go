@@ -37,6 +37,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -177,7 +178,7 @@ func TestFullResyncWalkThrough(t *testing.T) {
 		t.Errorf("web-server DNS names = %v", webEntry.GetDnsNames())
 	}
 	apiEntry := byPath["/ns/development/sa/api-server"]
-	if apiEntry == nil || spiffeIDString(apiEntry.GetParentId()) != "spiffe://example.org/k8s-node/node-3" {
+	if apiEntry == nil || render.SPIFFEIDString(apiEntry.GetParentId()) != "spiffe://example.org/k8s-node/node-3" {
 		t.Errorf("api-server entry = %v", apiEntry)
 	}
 	if _, ok := byPath["/ns/staging/sa/old-app"]; ok {

@@ -24,6 +24,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -31,10 +32,10 @@ import (
 // before deletes, so a pod whose entry changes is never left without one — and keeps the entry
 // cache equal to what SPIRE answered. It returns the write failures by entry key; the error
 // aggregates every failure so the key is retried.
-func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
+func (c *Controller) finalize(ctx context.Context, p plan) (map[render.Key]error, error) {
 	c.logPlan(ctx, p)
 	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, support: c.fieldSupport,
-		logger: klog.FromContext(ctx), failures: map[entryKey]error{}}
+		logger: klog.FromContext(ctx), failures: map[render.Key]error{}}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
 	w.delete(ctx, p.toDelete)
@@ -52,33 +53,33 @@ type planWriter struct {
 	ownership ownership
 	support   *fieldSupport
 	logger    klog.Logger
-	failures  map[entryKey]error
+	failures  map[render.Key]error
 	errs      []error
 }
 
-func (w *planWriter) fail(key entryKey, err error) {
+func (w *planWriter) fail(key render.Key, err error) {
 	if key != "" {
 		w.failures[key] = err
 	}
 	w.errs = append(w.errs, err)
 }
 
-func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
+func (w *planWriter) create(ctx context.Context, ds []*render.DeclaredEntry) {
 	if len(ds) == 0 {
 		return
 	}
 	entries := make([]*spiretypes.Entry, len(ds))
 	for i, d := range ds {
-		entries[i] = d.entry
+		entries[i] = d.Entry
 		if id := w.ownership.newID(); id != "" {
-			entries[i] = cloneEntry(d.entry)
+			entries[i] = cloneEntry(d.Entry)
 			entries[i].Id = id
 		}
 	}
 	results, err := w.client.CreateEntries(ctx, entries)
 	for i, d := range ds {
 		if i >= len(results) {
-			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), err))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: %w", render.SPIFFEIDString(d.Entry.GetSpiffeId()), err))
 			continue
 		}
 		r := results[i]
@@ -89,15 +90,15 @@ func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil && !w.ownership.owns(r.Entry):
 			// Another owner (another prefix, or an operator) holds the same entry; SPIRE allows
 			// one, so this declaration cannot be written. It is reported, never taken over.
-			w.fail(d.key, fmt.Errorf("creating entry %s: SPIRE already holds it as %s, which this controller does not own",
-				spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: SPIRE already holds it as %s, which this controller does not own",
+				render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Entry.GetId()))
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil:
 			// SPIRE holds this entry but the cache did not: adopt it, and sync the key again
 			// so that its fields are compared with what is declared.
 			w.cache.put(r.Entry)
-			w.errs = append(w.errs, fmt.Errorf("entry %s already existed as %s; syncing again", spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
+			w.errs = append(w.errs, fmt.Errorf("entry %s already existed as %s; syncing again", render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Entry.GetId()))
 		default:
-			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), r.Err))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: %w", render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Err))
 		}
 	}
 }
@@ -117,14 +118,14 @@ func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
 		group := byMask[k]
 		entries := make([]*spiretypes.Entry, len(group))
 		for i, u := range group {
-			e := cloneEntry(u.desired.entry)
+			e := cloneEntry(u.desired.Entry)
 			e.Id = u.current.GetId()
 			entries[i] = e
 		}
 		results, err := w.client.UpdateEntries(ctx, entries, group[0].mask)
 		for i, u := range group {
 			if i >= len(results) {
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), err))
+				w.fail(u.desired.Key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), err))
 				continue
 			}
 			r := results[i]
@@ -135,9 +136,9 @@ func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
 			case spire.IsNotFound(r.Err):
 				// Deleted behind our back: forget it, and the retry creates it anew.
 				w.cache.remove(u.current.GetId())
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.current.GetId()))
+				w.fail(u.desired.Key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.current.GetId()))
 			default:
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), r.Err))
+				w.fail(u.desired.Key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), r.Err))
 			}
 		}
 	}

@@ -21,6 +21,8 @@ import (
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // ownership decides which of SPIRE's entries are the controller's. Several controllers (or
@@ -44,7 +46,7 @@ func (o ownership) owns(e *spiretypes.Entry) bool {
 	if isJoinTokenEntry(e) {
 		return false
 	}
-	if isPod := podUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
+	if isPod := render.PodUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
 		return false
 	}
 	return o.prefix == "" || strings.HasPrefix(e.GetId(), o.prefix+".")

@@ -22,26 +22,28 @@ import (
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // plan is what it takes to make the current entries equal to the declared ones.
 type plan struct {
 	// toCreate are declared entries SPIRE lacks.
-	toCreate []*declaredEntry
+	toCreate []*render.DeclaredEntry
 	// toUpdate are current entries to rewrite, keeping their IDs.
 	toUpdate []*entryUpdate
 	// toDelete are current entries nobody declares, and duplicates of declared ones.
 	toDelete []*spiretypes.Entry
 	// inSync are declared entries SPIRE already holds as declared.
-	inSync []*declaredEntry
+	inSync []*render.DeclaredEntry
 	// masked are declared entries that lose to an older declarer of the same entry.
-	masked []*declaredEntry
+	masked []*render.DeclaredEntry
 }
 
 // entryUpdate rewrites current with desired's fields; the mask says which.
 type entryUpdate struct {
 	current *spiretypes.Entry
-	desired *declaredEntry
+	desired *render.DeclaredEntry
 	mask    *spiretypes.EntryMask
 }
 
@@ -54,24 +56,24 @@ type entryUpdate struct {
 // an update, so an edited template rewrites a pod's entry in place instead of replacing it.
 //
 // unsupported are the fields the server does not keep; they are never reasons to update.
-func reconcile(declared []*declaredEntry, current []*spiretypes.Entry, unsupported unsupportedFields) plan {
+func reconcile(declared []*render.DeclaredEntry, current []*spiretypes.Entry, unsupported unsupportedFields) plan {
 	var p plan
 
-	winners := map[entryKey]*declaredEntry{}
+	winners := map[render.Key]*render.DeclaredEntry{}
 	for _, d := range declared {
-		if w, ok := winners[d.key]; ok {
-			if d.declarer.compare(w.declarer) < 0 {
-				winners[d.key], d = d, w
+		if w, ok := winners[d.Key]; ok {
+			if d.Declarer.Compare(w.Declarer) < 0 {
+				winners[d.Key], d = d, w
 			}
 			p.masked = append(p.masked, d)
 			continue
 		}
-		winners[d.key] = d
+		winners[d.Key] = d
 	}
 
-	existing := map[entryKey]*spiretypes.Entry{}
+	existing := map[render.Key]*spiretypes.Entry{}
 	for _, e := range sortedOldestFirst(current) {
-		k := keyOf(e)
+		k := render.KeyOf(e)
 		if _, ok := existing[k]; ok {
 			p.toDelete = append(p.toDelete, e)
 			continue
@@ -87,7 +89,7 @@ func reconcile(declared []*declaredEntry, current []*spiretypes.Entry, unsupport
 			continue
 		}
 		delete(existing, k)
-		if mask := outdatedFields(e, d.entry, unsupported); mask != nil {
+		if mask := outdatedFields(e, d.Entry, unsupported); mask != nil {
 			p.toUpdate = append(p.toUpdate, &entryUpdate{current: e, desired: d, mask: mask})
 		} else {
 			p.inSync = append(p.inSync, d)
@@ -107,7 +109,7 @@ func reconcile(declared []*declaredEntry, current []*spiretypes.Entry, unsupport
 func (p *plan) pairReplacements() {
 	deletable := map[types.UID][]*spiretypes.Entry{}
 	for _, e := range p.toDelete {
-		if uid := podUIDOf(e); uid != "" {
+		if uid := render.PodUIDOf(e); uid != "" {
 			deletable[uid] = append(deletable[uid], e)
 		}
 	}
@@ -117,13 +119,13 @@ func (p *plan) pairReplacements() {
 	reused := map[string]bool{}
 	creates := p.toCreate[:0]
 	for _, d := range p.toCreate {
-		candidates := deletable[d.declarer.podUID]
-		if d.declarer.podUID == "" || len(candidates) == 0 {
+		candidates := deletable[d.Declarer.PodUID]
+		if d.Declarer.PodUID == "" || len(candidates) == 0 {
 			creates = append(creates, d)
 			continue
 		}
 		e := candidates[0]
-		deletable[d.declarer.podUID] = candidates[1:]
+		deletable[d.Declarer.PodUID] = candidates[1:]
 		reused[e.GetId()] = true
 		p.toUpdate = append(p.toUpdate, &entryUpdate{current: e, desired: d, mask: replaceMask()})
 	}
@@ -140,8 +142,8 @@ func sortedOldestFirst(entries []*spiretypes.Entry) []*spiretypes.Entry {
 	return out
 }
 
-func sortedKeys[V any](m map[entryKey]V) []entryKey {
-	keys := make([]entryKey, 0, len(m))
+func sortedKeys[V any](m map[render.Key]V) []render.Key {
+	keys := make([]render.Key, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -149,6 +151,6 @@ func sortedKeys[V any](m map[entryKey]V) []entryKey {
 	return keys
 }
 
-func sortDeclared(ds []*declaredEntry) {
-	slices.SortFunc(ds, func(a, b *declaredEntry) int { return cmp.Compare(a.key, b.key) })
+func sortDeclared(ds []*render.DeclaredEntry) {
+	slices.SortFunc(ds, func(a, b *render.DeclaredEntry) int { return cmp.Compare(a.Key, b.Key) })
 }

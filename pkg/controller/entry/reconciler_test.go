@@ -24,6 +24,8 @@ import (
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 func sid(path string) *spiretypes.SPIFFEID {
@@ -42,8 +44,8 @@ func podEntry(id, uid, path string, dns ...string) *spiretypes.Entry {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func declare(e *spiretypes.Entry, name string, age time.Duration, uid string) *declaredEntry {
-	return newDeclaredEntry(e, declarer{kind: kindClusterSPIFFEID, name: name, created: t0.Add(-age), podUID: types.UID(uid)})
+func declare(e *spiretypes.Entry, name string, age time.Duration, uid string) *render.DeclaredEntry {
+	return render.NewDeclaredEntry(e, render.Declarer{Kind: render.KindClusterSPIFFEID, Name: name, Created: t0.Add(-age), PodUID: types.UID(uid)})
 }
 
 func ids(entries []*spiretypes.Entry) []string {
@@ -55,40 +57,19 @@ func ids(entries []*spiretypes.Entry) []string {
 	return out
 }
 
-func names(ds []*declaredEntry) []string {
+func names(ds []*render.DeclaredEntry) []string {
 	var out []string
 	for _, d := range ds {
-		out = append(out, d.declarer.name)
+		out = append(out, d.Declarer.Name)
 	}
 	slices.Sort(out)
 	return out
 }
 
-func TestKeyIgnoresSelectorOrderAndIDs(t *testing.T) {
-	a := &spiretypes.Entry{Id: "a", SpiffeId: sid("/w"), ParentId: sid("/n"), Selectors: []*spiretypes.Selector{
-		{Type: "k8s", Value: "ns:x"}, {Type: "k8s", Value: "sa:y"}}}
-	b := &spiretypes.Entry{Id: "b", SpiffeId: sid("/w"), ParentId: sid("/n"), Selectors: []*spiretypes.Selector{
-		{Type: "k8s", Value: "sa:y"}, {Type: "k8s", Value: "ns:x"}}, DnsNames: []string{"other"}}
-	if keyOf(a) != keyOf(b) {
-		t.Errorf("same identity with reordered selectors must share a key")
-	}
-	for name, other := range map[string]*spiretypes.Entry{
-		"spiffe ID": {SpiffeId: sid("/w2"), ParentId: sid("/n"), Selectors: a.Selectors},
-		"parent ID": {SpiffeId: sid("/w"), ParentId: sid("/n2"), Selectors: a.Selectors},
-		"selectors": {SpiffeId: sid("/w"), ParentId: sid("/n"), Selectors: a.Selectors[:1]},
-		// Field boundaries must not be ambiguous.
-		"shifted": {SpiffeId: sid("/w"), ParentId: sid("/n"), Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "ns:xk8s:sa:y"}}},
-	} {
-		if keyOf(other) == keyOf(a) {
-			t.Errorf("entries differing in %s share a key", name)
-		}
-	}
-}
-
 func TestReconcile(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		declared   []*declaredEntry
+		declared   []*render.DeclaredEntry
 		current    []*spiretypes.Entry
 		wantCreate []string // SPIFFE ID paths
 		wantUpdate []string // current IDs
@@ -98,18 +79,18 @@ func TestReconcile(t *testing.T) {
 	}{
 		{
 			name:       "new entry is created",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/a"), "csid-a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "csid-a", 0, "p1")},
 			wantCreate: []string{"/a"},
 		},
 		{
 			name:       "equal entry is left alone",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/a", "x.example"), "csid-a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a", "x.example"), "csid-a", 0, "p1")},
 			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a", "x.example")},
 			wantInSync: []string{"csid-a"},
 		},
 		{
 			name:       "outdated field is updated in place",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/a", "x.example", "y.example"), "csid-a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a", "x.example", "y.example"), "csid-a", 0, "p1")},
 			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a", "x.example")},
 			wantUpdate: []string{"e1"},
 		},
@@ -120,7 +101,7 @@ func TestReconcile(t *testing.T) {
 		},
 		{
 			name:     "oldest declarer wins, the other is masked",
-			declared: []*declaredEntry{declare(podEntry("", "p1", "/a"), "young", time.Hour, "p1"), declare(podEntry("", "p1", "/a"), "old", 2*time.Hour, "p1")},
+			declared: []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "young", time.Hour, "p1"), declare(podEntry("", "p1", "/a"), "old", 2*time.Hour, "p1")},
 			current:  []*spiretypes.Entry{podEntry("e1", "p1", "/a")},
 			// The winner is in sync; the loser is masked whatever order they came in.
 			wantInSync: []string{"old"},
@@ -128,26 +109,26 @@ func TestReconcile(t *testing.T) {
 		},
 		{
 			name:       "equal ages fall back to name order",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/a"), "b", 0, "p1"), declare(podEntry("", "p1", "/a"), "a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "b", 0, "p1"), declare(podEntry("", "p1", "/a"), "a", 0, "p1")},
 			wantCreate: []string{"/a"},
 			wantMasked: []string{"b"},
 		},
 		{
 			name:       "duplicates in SPIRE: the oldest is kept",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/a"), "csid-a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "csid-a", 0, "p1")},
 			current:    []*spiretypes.Entry{withCreated(podEntry("e2", "p1", "/a"), 20), withCreated(podEntry("e1", "p1", "/a"), 10)},
 			wantInSync: []string{"csid-a"},
 			wantDelete: []string{"e2"},
 		},
 		{
 			name:       "changed SPIFFE ID of a pod rewrites its entry in place",
-			declared:   []*declaredEntry{declare(podEntry("", "p1", "/b"), "csid-a", 0, "p1")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/b"), "csid-a", 0, "p1")},
 			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a")},
 			wantUpdate: []string{"e1"},
 		},
 		{
 			name:       "entries of different pods are never paired",
-			declared:   []*declaredEntry{declare(podEntry("", "p2", "/b"), "csid-a", 0, "p2")},
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p2", "/b"), "csid-a", 0, "p2")},
 			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a")},
 			wantCreate: []string{"/b"},
 			wantDelete: []string{"e1"},
@@ -157,7 +138,7 @@ func TestReconcile(t *testing.T) {
 			p := reconcile(tc.declared, tc.current, unsupportedFields{})
 			var created, updated, inSync, masked []string
 			for _, d := range p.toCreate {
-				created = append(created, d.entry.GetSpiffeId().GetPath())
+				created = append(created, d.Entry.GetSpiffeId().GetPath())
 			}
 			for _, u := range p.toUpdate {
 				updated = append(updated, u.current.GetId())
@@ -191,7 +172,7 @@ func TestReconcileUpdateMaskCarriesOnlyOutdatedFields(t *testing.T) {
 	current := podEntry("e1", "p1", "/a", "x.example")
 	current.FederatesWith = []string{"a.org", "b.org"}
 
-	p := reconcile([]*declaredEntry{declare(desired, "csid", 0, "p1")}, []*spiretypes.Entry{current}, unsupportedFields{})
+	p := reconcile([]*render.DeclaredEntry{declare(desired, "csid", 0, "p1")}, []*spiretypes.Entry{current}, unsupportedFields{})
 	if len(p.toUpdate) != 1 {
 		t.Fatalf("updates = %d, want 1", len(p.toUpdate))
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
@@ -117,12 +118,12 @@ func (c *Controller) fullResyncLocked(ctx context.Context) error {
 
 // declaredPods renders the entries every pod declares, and what became of each pod's
 // identities. It declares nothing when ClusterSPIFFEIDs are ignored.
-func (c *Controller) declaredPods(ctx context.Context) ([]*declaredEntry, map[types.UID]podOutcomes, error) {
+func (c *Controller) declaredPods(ctx context.Context) ([]*render.DeclaredEntry, map[types.UID]podOutcomes, error) {
 	outcomes := map[types.UID]podOutcomes{}
 	if c.opts.IgnoreClusterSPIFFEIDs {
 		return nil, outcomes, nil
 	}
-	identities, err := c.activeIdentities()
+	identities, err := c.activeClusterSPIFFEIDs()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +131,7 @@ func (c *Controller) declaredPods(ctx context.Context) ([]*declaredEntry, map[ty
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	var declared []*declaredEntry
+	var declared []*render.DeclaredEntry
 	for _, pod := range pods {
 		ds, outs := c.declarePod(ctx, pod, identities)
 		declared = append(declared, ds...)
@@ -142,15 +143,15 @@ func (c *Controller) declaredPods(ctx context.Context) ([]*declaredEntry, map[ty
 }
 
 // retryFailedWrites queues, with backoff, the pods and static entries whose writes failed.
-func (c *Controller) retryFailedWrites(p plan, failures map[entryKey]error) {
-	retry := func(d *declaredEntry) {
-		if failures[d.key] == nil {
+func (c *Controller) retryFailedWrites(p plan, failures map[render.Key]error) {
+	retry := func(d *render.DeclaredEntry) {
+		if failures[d.Key] == nil {
 			return
 		}
-		if d.declarer.podUID != "" {
-			c.podQueue.AddRateLimited(d.declarer.podUID)
+		if d.Declarer.PodUID != "" {
+			c.podQueue.AddRateLimited(d.Declarer.PodUID)
 		} else {
-			c.staticQueue.AddRateLimited(d.declarer.name)
+			c.staticQueue.AddRateLimited(d.Declarer.Name)
 		}
 	}
 	for _, d := range p.toCreate {
@@ -162,7 +163,7 @@ func (c *Controller) retryFailedWrites(p plan, failures map[entryKey]error) {
 	// A pod entry whose delete failed is still cached; the pod's sync deletes it again.
 	// Other leftovers wait for the next resync, the only path that deletes them.
 	for _, e := range p.toDelete {
-		if uid := podUIDOf(e); uid != "" && len(c.entries.forPod(uid)) > 0 {
+		if uid := render.PodUIDOf(e); uid != "" && len(c.entries.forPod(uid)) > 0 {
 			c.podQueue.AddRateLimited(uid)
 		}
 	}

@@ -30,16 +30,17 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // staticKeys remembers the entry key each ClusterStaticEntry declared when last synced, so
 // that an edit that changes the key also cleans up the entry of the old key.
 type staticKeys struct {
 	mu   sync.Mutex
-	keys map[string]entryKey
+	keys map[string]render.Key
 }
 
-func (s *staticKeys) swap(name string, k entryKey) (entryKey, bool) {
+func (s *staticKeys) swap(name string, k render.Key) (render.Key, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, ok := s.keys[name]
@@ -52,18 +53,18 @@ func (s *staticKeys) swap(name string, k entryKey) (entryKey, bool) {
 }
 
 // reset records the keys of a full resync's static entries.
-func (s *staticKeys) reset(declared []*declaredEntry) {
+func (s *staticKeys) reset(declared []*render.DeclaredEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keys = make(map[string]entryKey, len(declared))
+	s.keys = make(map[string]render.Key, len(declared))
 	for _, d := range declared {
-		s.keys[d.declarer.name] = d.key
+		s.keys[d.Declarer.Name] = d.Key
 	}
 }
 
 // declaredStatics renders every ClusterStaticEntry of this controller's class. Invalid ones
 // are returned with their error and declare nothing.
-func (c *Controller) declaredStatics() ([]*declaredEntry, map[string]error, error) {
+func (c *Controller) declaredStatics() ([]*render.DeclaredEntry, map[string]error, error) {
 	if c.opts.IgnoreClusterStaticEntries {
 		return nil, nil, nil
 	}
@@ -71,19 +72,19 @@ func (c *Controller) declaredStatics() ([]*declaredEntry, map[string]error, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing ClusterStaticEntries: %w", err)
 	}
-	var declared []*declaredEntry
+	var declared []*render.DeclaredEntry
 	invalid := map[string]error{}
 	for _, cse := range all {
 		if cse.DeletionTimestamp != nil || !c.opts.ClassMatches(cse.Spec.ClassName) {
 			continue
 		}
-		e, err := c.renderer.renderStaticEntry(&cse.Spec)
+		d, err := c.renderer.StaticEntry(cse)
 		if err != nil {
 			invalid[cse.Name] = err
-			metrics.RenderFailures.WithLabelValues(kindClusterStaticEntry).Inc()
+			metrics.RenderFailures.WithLabelValues(render.KindClusterStaticEntry).Inc()
 			continue
 		}
-		declared = append(declared, newDeclaredEntry(e, declarer{kind: kindClusterStaticEntry, name: cse.Name, created: cse.CreationTimestamp.Time}))
+		declared = append(declared, d)
 	}
 	return declared, invalid, nil
 }
@@ -99,13 +100,13 @@ func (c *Controller) syncStatic(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	var key entryKey
+	var key render.Key
 	for _, d := range declared {
-		if d.declarer.name == name {
-			key = d.key
+		if d.Declarer.Name == name {
+			key = d.Key
 		}
 	}
-	scope := []entryKey{}
+	scope := []render.Key{}
 	if key != "" {
 		scope = append(scope, key)
 	}
@@ -115,9 +116,9 @@ func (c *Controller) syncStatic(ctx context.Context, name string) error {
 
 	var errs []error
 	for _, k := range scope {
-		var inScope []*declaredEntry
+		var inScope []*render.DeclaredEntry
 		for _, d := range declared {
-			if d.key == k {
+			if d.Key == k {
 				inScope = append(inScope, d)
 			}
 		}
@@ -151,18 +152,18 @@ type staticOutcome struct {
 }
 
 // staticOutcomes computes the outcome of every ClusterStaticEntry that takes part in a plan.
-func staticOutcomes(p plan, failures map[entryKey]error) map[string]staticOutcome {
+func staticOutcomes(p plan, failures map[render.Key]error) map[string]staticOutcome {
 	out := map[string]staticOutcome{}
-	add := func(d *declaredEntry, masked bool) {
-		if d.declarer.kind != kindClusterStaticEntry {
+	add := func(d *render.DeclaredEntry, masked bool) {
+		if d.Declarer.Kind != render.KindClusterStaticEntry {
 			return
 		}
 		o := staticOutcome{rendered: true, masked: masked}
 		if !masked {
-			o.err = failures[d.key]
+			o.err = failures[d.Key]
 			o.set = o.err == nil
 		}
-		out[d.declarer.name] = o
+		out[d.Declarer.Name] = o
 	}
 	for _, d := range p.toCreate {
 		add(d, false)

@@ -28,16 +28,17 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// syncIdentity fans a ClusterSPIFFEID change out to the pods it affects: those it applied to
+// syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it applied to
 // before, as the outcome tracker remembers, and those it selects now.
-func (c *Controller) syncIdentity(ctx context.Context, name string) error {
+func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error {
 	before := c.outcomes.pods(name)
-	csid, err := c.csidLister.Get(name)
+	csid, err := c.clusterSPIFFEIDLister.Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
-		c.identities.forget(name)
+		c.clusterSPIFFEIDs.forget(name)
 		c.enqueuePodUIDs(before)
 		return nil
 	case err != nil:
@@ -47,7 +48,7 @@ func (c *Controller) syncIdentity(ctx context.Context, name string) error {
 	if !c.opts.ClassMatches(csid.Spec.ClassName) {
 		return nil
 	}
-	now, err := c.selectedPods(c.identities.get(csid))
+	now, err := c.selectedPods(c.clusterSPIFFEIDs.get(csid))
 	if err != nil {
 		return err
 	}
@@ -57,8 +58,8 @@ func (c *Controller) syncIdentity(ctx context.Context, name string) error {
 }
 
 // selectedPods returns the pods an identity's selectors match outside ignored namespaces.
-func (c *Controller) selectedPods(id *podIdentity) ([]types.UID, error) {
-	namespaces, err := c.namespaceLister.List(id.namespaceSelector)
+func (c *Controller) selectedPods(id *render.ClusterSPIFFEID) ([]types.UID, error) {
+	namespaces, err := c.namespaceLister.List(id.NamespaceSelector)
 	if err != nil {
 		return nil, fmt.Errorf("listing namespaces: %w", err)
 	}
@@ -67,7 +68,7 @@ func (c *Controller) selectedPods(id *podIdentity) ([]types.UID, error) {
 		if c.opts.IgnoreNamespace(ns.Name) {
 			continue
 		}
-		pods, err := c.podLister.Pods(ns.Name).List(id.podSelector)
+		pods, err := c.podLister.Pods(ns.Name).List(id.PodSelector)
 		if err != nil {
 			return nil, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
 		}
@@ -81,7 +82,7 @@ func (c *Controller) selectedPods(id *podIdentity) ([]types.UID, error) {
 // syncStatus writes a ClusterSPIFFEID's stats when they changed: namespace counts from the
 // listers, per-pod counts from the outcome tracker.
 func (c *Controller) syncStatus(ctx context.Context, name string) error {
-	csid, err := c.csidLister.Get(name)
+	csid, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
@@ -90,7 +91,7 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 	if !c.opts.ClassMatches(csid.Spec.ClassName) {
 		return nil
 	}
-	id := c.identities.get(csid)
+	id := c.clusterSPIFFEIDs.get(csid)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
 	if err := c.namespaceStats(id, &stats); err != nil {
 		return err
@@ -98,7 +99,7 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 	c.outcomes.stats(name, &stats)
 	updated := csid.DeepCopy()
 	updated.Status.Stats = stats
-	meta.SetStatusCondition(&updated.Status.Conditions, identityReadyCondition(id, stats, csid.Generation))
+	meta.SetStatusCondition(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(id, stats, csid.Generation))
 	if apiequality.Semantic.DeepEqual(csid.Status, updated.Status) {
 		return nil
 	}
@@ -115,14 +116,14 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 // conditionReady is the condition type that says whether a resource's entries are in SPIRE.
 const conditionReady = "Ready"
 
-// identityReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with a
+// clusterSPIFFEIDReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with a
 // reason and a message a person can act on.
-func identityReadyCondition(id *podIdentity, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
+func clusterSPIFFEIDReadyCondition(id *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: conditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	switch {
-	case id.err != nil:
+	case id.Err != nil:
 		c.Reason = "InvalidSpec"
-		c.Message = "No entry can be rendered: " + truncate(id.err.Error(), 1024)
+		c.Message = "No entry can be rendered: " + truncate(id.Err.Error(), 1024)
 	case stats.PodEntryRenderFailures > 0:
 		c.Reason = "RenderFailed"
 		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
@@ -141,8 +142,8 @@ func identityReadyCondition(id *podIdentity, stats spirev1alpha1.ClusterSPIFFEID
 }
 
 // namespaceStats counts the namespaces an identity selects and, of those, the ignored ones.
-func (c *Controller) namespaceStats(id *podIdentity, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
-	namespaces, err := c.namespaceLister.List(id.namespaceSelector)
+func (c *Controller) namespaceStats(id *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
+	namespaces, err := c.namespaceLister.List(id.NamespaceSelector)
 	if err != nil {
 		return fmt.Errorf("listing namespaces: %w", err)
 	}

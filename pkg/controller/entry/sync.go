@@ -21,14 +21,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
@@ -41,11 +45,11 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	identities, err := c.activeIdentities()
+	identities, err := c.activeClusterSPIFFEIDs()
 	if err != nil {
 		return err
 	}
-	var declared []*declaredEntry
+	var declared []*render.DeclaredEntry
 	var outs podOutcomes
 	if pod != nil {
 		declared, outs = c.declarePod(ctx, pod, identities)
@@ -75,31 +79,31 @@ func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
 	return nil, nil
 }
 
-// activeIdentities returns the compiled ClusterSPIFFEIDs of this controller's class, oldest
+// activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class, oldest
 // first.
-func (c *Controller) activeIdentities() ([]*podIdentity, error) {
+func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
 	if c.opts.IgnoreClusterSPIFFEIDs {
 		return nil, nil
 	}
-	csids, err := c.csidLister.List(labels.Everything())
+	csids, err := c.clusterSPIFFEIDLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
 	}
-	ids := make([]*podIdentity, 0, len(csids))
+	ids := make([]*render.ClusterSPIFFEID, 0, len(csids))
 	for _, csid := range csids {
 		if csid.DeletionTimestamp != nil || !c.opts.ClassMatches(csid.Spec.ClassName) {
 			continue
 		}
-		ids = append(ids, c.identities.get(csid))
+		ids = append(ids, c.clusterSPIFFEIDs.get(csid))
 	}
-	slices.SortFunc(ids, func(a, b *podIdentity) int { return a.declarer("").compare(b.declarer("")) })
+	slices.SortFunc(ids, func(a, b *render.ClusterSPIFFEID) int { return a.Declarer("").Compare(b.Declarer("")) })
 	return ids, nil
 }
 
 // declarePod renders the entries the identities declare for a pod. Pods that run nowhere yet,
 // have finished, or live in an ignored namespace declare nothing, and so do pods whose
 // namespace or node the informers do not know yet: their events will bring the pod back.
-func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities []*podIdentity) ([]*declaredEntry, podOutcomes) {
+func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPIFFEIDs []*render.ClusterSPIFFEID) ([]*render.DeclaredEntry, podOutcomes) {
 	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil, nil
 	}
@@ -118,27 +122,34 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities
 		return nil, nil
 	}
 
-	applicable := applicableIdentities(identities, ns, pod)
-	var services []string
-	if slices.ContainsFunc(applicable, func(id *podIdentity) bool { return id.spec.AutoPopulateDNSNames }) {
-		if services, err = servicesOfPod(c.sliceIndexer, pod.Namespace, pod.Name); err != nil {
-			logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
-		}
+	endpointSlices, err := c.endpointSlicesOf(pod)
+	if err != nil {
+		logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
 	}
-	var declared []*declaredEntry
+	declared, failures := c.renderer.PodEntries(clusterSPIFFEIDs, pod, ns, node, endpointSlices)
 	outs := podOutcomes{}
-	for _, id := range applicable {
-		e, err := c.renderer.renderPodEntry(id, pod, node, services)
-		if err != nil {
-			outs[id.name] = outcomeRenderFailure
-			metrics.RenderFailures.WithLabelValues(kindClusterSPIFFEID).Inc()
-			logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", id.name, "pod", klog.KObj(pod), "err", err)
-			c.reportRenderFailure(id, pod, err)
-			continue
-		}
-		declared = append(declared, newDeclaredEntry(e, id.declarer(pod.UID)))
+	for _, f := range failures {
+		outs[f.ClusterSPIFFEID.Name] = outcomeRenderFailure
+		metrics.RenderFailures.WithLabelValues(render.KindClusterSPIFFEID).Inc()
+		logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", f.ClusterSPIFFEID.Name, "pod", klog.KObj(pod), "err", f.Err)
+		c.reportRenderFailure(f.ClusterSPIFFEID, pod, f.Err)
 	}
 	return declared, outs
+}
+
+// endpointSlicesOf returns the EndpointSlices that target a pod.
+func (c *Controller) endpointSlicesOf(pod *corev1.Pod) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := c.sliceIndexer.ByIndex(endpointSlicePodIndex, pod.Namespace+"/"+pod.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, slice)
+		}
+	}
+	return out, nil
 }
 
 func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
@@ -151,18 +162,18 @@ func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
 
 // recordPlanOutcomes sets, in byPod, the outcome of every entry a ClusterSPIFFEID declared
 // for a pod in the plan, given the write failures.
-func recordPlanOutcomes(byPod map[types.UID]podOutcomes, p plan, failures map[entryKey]error) {
-	set := func(d *declaredEntry, o outcome) {
-		if d.declarer.kind != kindClusterSPIFFEID {
+func recordPlanOutcomes(byPod map[types.UID]podOutcomes, p plan, failures map[render.Key]error) {
+	set := func(d *render.DeclaredEntry, o outcome) {
+		if d.Declarer.Kind != render.KindClusterSPIFFEID {
 			return
 		}
-		if o == outcomeSet && failures[d.key] != nil {
+		if o == outcomeSet && failures[d.Key] != nil {
 			o = outcomeEntryFailure
 		}
-		if byPod[d.declarer.podUID] == nil {
-			byPod[d.declarer.podUID] = podOutcomes{}
+		if byPod[d.Declarer.PodUID] == nil {
+			byPod[d.Declarer.PodUID] = podOutcomes{}
 		}
-		byPod[d.declarer.podUID][d.declarer.name] = o
+		byPod[d.Declarer.PodUID][d.Declarer.Name] = o
 	}
 	for _, d := range p.toCreate {
 		set(d, outcomeSet)
@@ -189,8 +200,8 @@ func (c *Controller) recordOutcomes(uid types.UID, outs podOutcomes) {
 // reportRenderFailure tells the ClusterSPIFFEID's owner why a pod got no entry. Events about
 // one object are rate limited and aggregated by client-go, so a template broken for thousands
 // of pods does not flood the API.
-func (c *Controller) reportRenderFailure(id *podIdentity, pod *corev1.Pod, err error) {
-	csid, getErr := c.csidLister.Get(id.name)
+func (c *Controller) reportRenderFailure(id *render.ClusterSPIFFEID, pod *corev1.Pod, err error) {
+	csid, getErr := c.clusterSPIFFEIDLister.Get(id.Name)
 	if getErr != nil {
 		return
 	}
@@ -199,13 +210,13 @@ func (c *Controller) reportRenderFailure(id *podIdentity, pod *corev1.Pod, err e
 }
 
 // reportWriteFailures tells each ClusterSPIFFEID whose entry for the pod SPIRE did not take.
-func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*declaredEntry, failures map[entryKey]error) {
+func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*render.DeclaredEntry, failures map[render.Key]error) {
 	for _, d := range declared {
-		err := failures[d.key]
-		if err == nil || d.declarer.kind != kindClusterSPIFFEID {
+		err := failures[d.Key]
+		if err == nil || d.Declarer.Kind != render.KindClusterSPIFFEID {
 			continue
 		}
-		if csid, getErr := c.csidLister.Get(d.declarer.name); getErr == nil {
+		if csid, getErr := c.clusterSPIFFEIDLister.Get(d.Declarer.Name); getErr == nil {
 			c.recorder.Eventf(csid, corev1.EventTypeWarning, "WriteFailed",
 				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
 		}
@@ -217,4 +228,34 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// clusterSPIFFEIDCache keeps compiled ClusterSPIFFEIDs across syncs, recompiling one only when
+// its UID or generation changes (status writes do not change the generation).
+type clusterSPIFFEIDCache struct {
+	mu    sync.Mutex
+	items map[string]*render.ClusterSPIFFEID
+}
+
+func newClusterSPIFFEIDCache() *clusterSPIFFEIDCache {
+	return &clusterSPIFFEIDCache{items: map[string]*render.ClusterSPIFFEID{}}
+}
+
+// get returns the compiled form of a ClusterSPIFFEID.
+func (c *clusterSPIFFEIDCache) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation {
+		return compiled
+	}
+	compiled := render.CompileClusterSPIFFEID(in)
+	c.items[in.Name] = compiled
+	return compiled
+}
+
+// forget drops a deleted ClusterSPIFFEID.
+func (c *clusterSPIFFEIDCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.items, name)
 }

@@ -26,8 +26,8 @@ func (c *Controller) podWorker(ctx context.Context) {
 	runner.Work(ctx, ControllerName, "pod", c.podQueue, c.syncPod)
 }
 
-func (c *Controller) identityWorker(ctx context.Context) {
-	runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.identityQueue, c.syncIdentity)
+func (c *Controller) clusterSPIFFEIDWorker(ctx context.Context) {
+	runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDQueue, c.syncClusterSPIFFEID)
 }
 
 func (c *Controller) statusWorker(ctx context.Context) {
