@@ -46,7 +46,7 @@ func testNode() *corev1.Node {
 }
 
 func testClusterSPIFFEID(spec spirev1alpha1.ClusterSPIFFEIDSpec) *ClusterSPIFFEID {
-	return CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "csid", UID: "u"}, Spec: spec})
+	return CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}, Spec: spec})
 }
 
 func newTestRenderer(t *testing.T, parentIDTemplate string) *Renderer {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -46,22 +47,35 @@ type testEnv struct {
 	ctx        context.Context
 	controller *Controller
 	spire      *spiretest.Server
-	kube       *k8sfake.Clientset
-	spireAPI   *spirefake.Clientset
+	// client is the controller's connection to the SPIRE fake.
+	client   *spire.Client
+	kube     *k8sfake.Clientset
+	spireAPI *spirefake.Clientset
+}
+
+// envOptions change how newTestEnvWith builds the controller.
+type envOptions struct {
+	// wrapSPIRE, when set, stands between the controller and the SPIRE fake.
+	wrapSPIRE func(spire.API) spire.EntryClient
+	// kubeClient passes the Kubernetes clientset to the controller, which then records
+	// Events to it.
+	kubeClient bool
+	dryRun     bool
 }
 
 // newTestEnv builds a controller over fake clientsets with running informers and the
 // in-process SPIRE fake, without starting its workers: tests drive syncs directly.
-func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spirev1alpha1.ClusterSPIFFEID) *testEnv {
+func newTestEnv(t *testing.T, kubeObjects []runtime.Object, spireObjects ...runtime.Object) *testEnv {
+	t.Helper()
+	return newTestEnvWith(t, envOptions{}, kubeObjects, spireObjects...)
+}
+
+func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, spireObjects ...runtime.Object) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 
-	spireObjects := make([]runtime.Object, len(identities))
-	for i, id := range identities {
-		spireObjects[i] = id
-	}
 	env := &testEnv{
 		ctx:      ctx,
 		spire:    spiretest.New(t),
@@ -73,6 +87,15 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
+	env.client = client
+	var spireClient spire.EntryClient = client
+	if o.wrapSPIRE != nil {
+		spireClient = o.wrapSPIRE(client)
+	}
+	var kubeClient kubernetes.Interface
+	if o.kubeClient {
+		kubeClient = env.kube
+	}
 
 	kubeInformers := informers.NewSharedInformerFactory(env.kube, 0)
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
@@ -80,12 +103,13 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
 		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		nil, env.spireAPI, client,
+		kubeClient, env.spireAPI, spireClient,
 		Options{
 			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 			ClusterName:      "demo",
 			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
 			ResyncInterval:   time.Hour,
+			DryRun:           o.dryRun,
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +138,7 @@ func pod(ns, name, nodeName string, labels map[string]string) *corev1.Pod {
 	}
 }
 
-func identity(name string, age time.Duration, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
+func clusterSPIFFEID(name string, age time.Duration, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
 	return &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: ktypes.UID("uid-" + name), Generation: 1, CreationTimestamp: metav1.NewTime(time.Now().Add(-age))},
 		Spec:       spec,
@@ -125,17 +149,17 @@ func selector(labels map[string]string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: labels}
 }
 
-// walkThroughIdentities are the two ClusterSPIFFEIDs of the reconcile walk-through.
-func walkThroughIdentities() []*spirev1alpha1.ClusterSPIFFEID {
+// walkThroughClusterSPIFFEIDs are the two ClusterSPIFFEIDs of the reconcile walk-through.
+func walkThroughClusterSPIFFEIDs() []runtime.Object {
 	const tmpl = "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}"
 	selectors := []string{"k8s:ns:{{ .PodMeta.Namespace }}", "k8s:sa:{{ .PodSpec.ServiceAccountName }}"}
-	return []*spirev1alpha1.ClusterSPIFFEID{
-		identity("web-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+	return []runtime.Object{
+		clusterSPIFFEID("web-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "production"}),
 			PodSelector:      selector(map[string]string{"app": "web-server"}),
 			DNSNameTemplates: []string{"web.example.com", "web-new.example.com"}, WorkloadSelectorTemplates: selectors,
 		}),
-		identity("api-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+		clusterSPIFFEID("api-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "development"}),
 			PodSelector: selector(map[string]string{"app": "api-server"}), WorkloadSelectorTemplates: selectors,
 		}),
@@ -149,7 +173,7 @@ func TestFullResyncWalkThrough(t *testing.T) {
 		namespace("production", map[string]string{"env": "production"}),
 		namespace("development", map[string]string{"env": "development"}),
 		node("node-1"), node("node-3"), web, api,
-	}, walkThroughIdentities()...)
+	}, walkThroughClusterSPIFFEIDs()...)
 	env.spire.SetEntries(
 		&spiretypes.Entry{Id: "entry-123", SpiffeId: sid("/ns/production/sa/web-server"), ParentId: sid("/k8s-node/node-1"),
 			Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(web.UID)}, {Type: "k8s", Value: "ns:production"}, {Type: "k8s", Value: "sa:web-server"}},
@@ -186,16 +210,16 @@ func TestFullResyncWalkThrough(t *testing.T) {
 	}
 
 	for _, name := range []string{"web-server-identity", "api-server-identity"} {
-		if err := env.controller.syncStatus(env.ctx, name); err != nil {
+		if err := env.controller.syncClusterSPIFFEIDStatus(env.ctx, name); err != nil {
 			t.Fatalf("syncStatus(%s): %v", name, err)
 		}
-		csid, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
+		got, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1}
-		if csid.Status.Stats != want {
-			t.Errorf("%s stats = %+v, want %+v", name, csid.Status.Stats, want)
+		if got.Status.Stats != want {
+			t.Errorf("%s stats = %+v, want %+v", name, got.Status.Stats, want)
 		}
 	}
 
@@ -212,7 +236,7 @@ func TestFullResyncWalkThrough(t *testing.T) {
 func TestSyncPodFollowsThePod(t *testing.T) {
 	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
 	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1")},
-		walkThroughIdentities()...)
+		walkThroughClusterSPIFFEIDs()...)
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +290,7 @@ func TestSyncPodFollowsThePod(t *testing.T) {
 func TestFailedListDeletesNothing(t *testing.T) {
 	env := newTestEnv(t, nil)
 	env.spire.SetEntries(podEntry("", "gone-1", "/a"), podEntry("", "gone-2", "/b"))
-	env.controller.spire.(*spire.Client).PageSize = 1
+	env.client.PageSize = 1
 	env.spire.FailListAfterPages(1)
 	if err := env.controller.fullResync(env.ctx); err == nil {
 		t.Fatal("fullResync succeeded with a broken list")
@@ -277,6 +301,15 @@ func TestFailedListDeletesNothing(t *testing.T) {
 	if n := env.spire.WriteCalls(); n != 0 {
 		t.Errorf("a failed list led to %d writes", n)
 	}
+}
+
+func sid(path string) *spiretypes.SPIFFEID {
+	return &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: path}
+}
+
+func podEntry(id, uid, path string) *spiretypes.Entry {
+	return &spiretypes.Entry{Id: id, SpiffeId: sid(path), ParentId: sid("/node"),
+		Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + uid}}}
 }
 
 func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
@@ -333,10 +366,10 @@ func (s oldServer) UpdateEntries(ctx context.Context, es []*spiretypes.Entry, m 
 // updating the entry at every sync; it writes no probe entry to find out.
 func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
 	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
-	ids := walkThroughIdentities()
-	ids[0].Spec.Hint = "web"
-	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web}, ids...)
-	env.controller.spire = oldServer{API: env.controller.spire.(spire.API)}
+	all := walkThroughClusterSPIFFEIDs()
+	all[0].(*spirev1alpha1.ClusterSPIFFEID).Spec.Hint = "web"
+	env := newTestEnvWith(t, envOptions{wrapSPIRE: func(api spire.API) spire.EntryClient { return oldServer{API: api} }},
+		[]runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web}, all...)
 
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatal(err)
@@ -364,7 +397,7 @@ func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
 func TestRefusedWriteDoesNotBlockTheController(t *testing.T) {
 	a := pod("production", "a", "node-1", map[string]string{"app": "web-server"})
 	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), a},
-		walkThroughIdentities()...)
+		walkThroughClusterSPIFFEIDs()...)
 	env.spire.FailNext(spiretest.MethodBatchCreateEntry, 1, codes.Internal)
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatalf("a refused write failed the resync: %v", err)

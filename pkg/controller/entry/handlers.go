@@ -35,12 +35,12 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// addStaticEventHandlers maps ClusterStaticEntry events to their names.
-func (c *Controller) addStaticEventHandlers(staticInformer spireinformers.ClusterStaticEntryInformer) error {
-	_, err := staticInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueStatic(obj) },
-		UpdateFunc: c.onStaticUpdate,
-		DeleteFunc: func(obj any) { c.enqueueStatic(obj) },
+// addClusterStaticEntryEventHandlers maps ClusterStaticEntry events to their names.
+func (c *Controller) addClusterStaticEntryEventHandlers(clusterStaticEntryInformer spireinformers.ClusterStaticEntryInformer) error {
+	_, err := clusterStaticEntryInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueClusterStaticEntry(obj) },
+		UpdateFunc: c.onClusterStaticEntryUpdate,
+		DeleteFunc: func(obj any) { c.enqueueClusterStaticEntry(obj) },
 	})
 	if err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
@@ -216,18 +216,18 @@ func (c *Controller) enqueuePodObjects(objs []any) {
 }
 
 func (c *Controller) enqueueClusterSPIFFEID(obj any) {
-	if csid, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
-		c.clusterSPIFFEIDQueue.Add(csid.Name)
-		c.statusQueue.AddAfter(csid.Name, statusDelay)
+	if clusterSPIFFEID, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+		c.clusterSPIFFEIDQueue.Add(clusterSPIFFEID.Name)
+		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
 	}
 }
 
 // onClusterSPIFFEIDUpdate fans out spec changes only; the controller's own status writes come back
 // as updates with the same generation.
 func (c *Controller) onClusterSPIFFEIDUpdate(oldObj, newObj any) {
-	oldID, newID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
-	if oldID.Generation != newID.Generation || oldID.UID != newID.UID {
-		c.enqueueClusterSPIFFEID(newID)
+	oldClusterSPIFFEID, newClusterSPIFFEID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
+	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID {
+		c.enqueueClusterSPIFFEID(newClusterSPIFFEID)
 	}
 }
 
@@ -238,17 +238,17 @@ func (c *Controller) enqueuePodUIDs(uids []types.UID) {
 	}
 }
 
-func (c *Controller) enqueueStatic(obj any) {
+func (c *Controller) enqueueClusterStaticEntry(obj any) {
 	if cse, ok := unwrap[*spirev1alpha1.ClusterStaticEntry](obj); ok {
-		c.staticQueue.Add(cse.Name)
+		c.clusterStaticEntryQueue.Add(cse.Name)
 	}
 }
 
-// onStaticUpdate skips the echoes of the controller's own status writes.
-func (c *Controller) onStaticUpdate(oldObj, newObj any) {
+// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes.
+func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
 	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
-		c.enqueueStatic(newCSE)
+		c.enqueueClusterStaticEntry(newCSE)
 	}
 }
 

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"strings"
@@ -70,4 +70,21 @@ func (o ownership) newID() string {
 		return ""
 	}
 	return o.prefix + "." + string(uuid.NewUUID())
+}
+
+// joinTokenAgentPath is where SPIRE puts agents attested by join token.
+const joinTokenAgentPath = "/spire/agent/join_token/"
+
+// isJoinTokenEntry reports whether SPIRE made the entry for an agent attested with a join
+// token. Such entries are the operator's, declared by no resource, and must never be deleted.
+func isJoinTokenEntry(e *spiretypes.Entry) bool {
+	if !strings.HasPrefix(e.GetParentId().GetPath(), joinTokenAgentPath) {
+		return false
+	}
+	for _, s := range e.GetSelectors() {
+		if s.GetType() == "spiffe_id" {
+			return true
+		}
+	}
+	return false
 }
