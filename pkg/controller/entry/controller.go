@@ -86,8 +86,9 @@ type Options struct {
 	// left alone rather than deleted.
 	IgnoreClusterSPIFFEIDs     bool
 	IgnoreClusterStaticEntries bool
-	// DryRun logs every planned change at the default level. The SPIRE client given to the
-	// controller is expected to be spire.DryRun, which writes nothing.
+	// DryRun writes nothing anywhere: every planned change is logged at the default level, no
+	// status is written, and Events are only logged. The SPIRE client given to the controller
+	// is expected to be spire.DryRun, which writes nothing to SPIRE.
 	DryRun bool
 }
 
@@ -138,7 +139,7 @@ type Controller struct {
 // When opts.IgnoreClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used and the
 // others may be nil. kubeClient, which receives Events, and spireAPI, which writes the status
 // of our resources, may be nil: Events are then only logged and status is left alone (static
-// mode, where the resources are files).
+// mode, where the resources are files). opts.DryRun has the same effect with both set.
 func NewController(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
@@ -178,7 +179,7 @@ func NewController(
 			DryRun:               opts.DryRun,
 		}),
 		spireAPI: spireAPI,
-		events:   runner.NewEvents(ctx, ControllerName, kubeClient, false),
+		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
 
 		clusterStaticEntryLister: clusterStaticEntryInformer.Lister(),
 		cachesSynced:             []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced},

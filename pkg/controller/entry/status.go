@@ -32,11 +32,11 @@ import (
 )
 
 // This file holds the only two status writers of the controller, one per kind. Neither writes
-// without an API (static mode).
+// without an API (static mode) or in a dry run, which writes nothing anywhere.
 
 // writesStatus reports whether status may be written.
 func (c *Controller) writesStatus() bool {
-	return c.spireAPI != nil
+	return c.spireAPI != nil && !c.opts.DryRun
 }
 
 // enqueueStatus schedules the status of ClusterSPIFFEIDs whose counters changed.
