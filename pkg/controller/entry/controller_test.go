@@ -19,12 +19,16 @@ package entry
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +42,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
@@ -186,40 +191,41 @@ func TestFullResyncWalkThrough(t *testing.T) {
 		t.Fatalf("fullResync: %v", err)
 	}
 
-	entries := env.spire.Entries()
-	if len(entries) != 2 {
-		t.Fatalf("SPIRE holds %d entries, want 2: %v", len(entries), entries)
+	// The web-server entry keeps its ID and gains the new DNS name; the api-server entry is
+	// created; entry-456, which nothing declares, is deleted.
+	podSelectors := func(pod *corev1.Pod, ns, sa string) []*spiretypes.Selector {
+		return []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(pod.UID)}, {Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + sa}}
 	}
-	byPath := map[string]*spiretypes.Entry{}
-	for _, e := range entries {
-		byPath[e.GetSpiffeId().GetPath()] = e
+	want := []*spiretypes.Entry{
+		{Id: "entry-123", SpiffeId: sid("/ns/production/sa/web-server"), ParentId: sid("/k8s-node/node-1"),
+			Selectors: podSelectors(web, "production", "web-server"), DnsNames: []string{"web.example.com", "web-new.example.com"}},
+		{SpiffeId: sid("/ns/development/sa/api-server"), ParentId: sid("/k8s-node/node-3"),
+			Selectors: podSelectors(api, "development", "api-server")},
 	}
-	webEntry := byPath["/ns/production/sa/web-server"]
-	if webEntry.GetId() != "entry-123" {
-		t.Errorf("web-server entry ID = %q, want entry-123 reused", webEntry.GetId())
+	got := env.spire.Entries()
+	slices.SortFunc(got, func(a, b *spiretypes.Entry) int {
+		return strings.Compare(b.GetSpiffeId().GetPath(), a.GetSpiffeId().GetPath())
+	})
+	// SPIRE chooses new IDs and stamps its own bookkeeping fields.
+	ignore := protocmp.IgnoreFields(&spiretypes.Entry{}, "created_at", "revision_number")
+	if len(got) == 2 && got[1].GetId() != "" {
+		want[1].Id = got[1].GetId()
 	}
-	if !slices.Equal(webEntry.GetDnsNames(), []string{"web.example.com", "web-new.example.com"}) {
-		t.Errorf("web-server DNS names = %v", webEntry.GetDnsNames())
-	}
-	apiEntry := byPath["/ns/development/sa/api-server"]
-	if apiEntry == nil || render.SPIFFEIDString(apiEntry.GetParentId()) != "spiffe://example.org/k8s-node/node-3" {
-		t.Errorf("api-server entry = %v", apiEntry)
-	}
-	if _, ok := byPath["/ns/staging/sa/old-app"]; ok {
-		t.Errorf("entry-456 was not deleted")
+	if diff := cmp.Diff(want, got, protocmp.Transform(), ignore); diff != "" {
+		t.Errorf("SPIRE entries after the resync (-want +got):\n%s", diff)
 	}
 
 	for _, name := range []string{"web-server-identity", "api-server-identity"} {
 		if err := env.controller.syncClusterSPIFFEIDStatus(env.ctx, name); err != nil {
-			t.Fatalf("syncStatus(%s): %v", name, err)
+			t.Fatalf("syncClusterSPIFFEIDStatus(%s): %v", name, err)
 		}
 		got, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1}
-		if got.Status.Stats != want {
-			t.Errorf("%s stats = %+v, want %+v", name, got.Status.Stats, want)
+		if diff := cmp.Diff(want, got.Status.Stats); diff != "" {
+			t.Errorf("%s stats (-want +got):\n%s", name, diff)
 		}
 	}
 
@@ -417,5 +423,44 @@ func TestRefusedWriteDoesNotBlockTheController(t *testing.T) {
 	env.controller.podQueue.Done(uid)
 	if got := len(env.spire.Entries()); got != 1 {
 		t.Errorf("entries after the retry = %d, want 1", got)
+	}
+}
+
+// renderFailures reads the render_failures_total counter of a kind.
+func renderFailures(t *testing.T, kind string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.RenderFailures.WithLabelValues(kind).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestRenderFailuresAreCounted: every ClusterSPIFFEID that cannot render a pod's entry and
+// every invalid ClusterStaticEntry counts once per render in render_failures_total.
+func TestRenderFailuresAreCounted(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	broken := clusterSPIFFEID("broken", time.Minute, spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://evil.org/x"})
+	invalid := &spirev1alpha1.ClusterStaticEntry{ObjectMeta: metav1.ObjectMeta{Name: "invalid"},
+		Spec: spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db"}}
+	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web},
+		append(walkThroughClusterSPIFFEIDs(), broken, invalid)...)
+
+	type counts struct{ ClusterSPIFFEID, ClusterStaticEntry float64 }
+	read := func() counts {
+		return counts{renderFailures(t, render.KindClusterSPIFFEID), renderFailures(t, render.KindClusterStaticEntry)}
+	}
+	before := read()
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatal(err)
+	}
+	after := read()
+	got := counts{after.ClusterSPIFFEID - before.ClusterSPIFFEID, after.ClusterStaticEntry - before.ClusterStaticEntry}
+	// The resync renders both; the pod sync renders the pod's ClusterSPIFFEIDs again.
+	if diff := cmp.Diff(counts{ClusterSPIFFEID: 2, ClusterStaticEntry: 1}, got); diff != "" {
+		t.Errorf("render failures counted (-want +got):\n%s", diff)
 	}
 }
