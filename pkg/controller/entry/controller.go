@@ -126,8 +126,8 @@ type Controller struct {
 	statusQueue             workqueue.TypedRateLimitingInterface[string]
 	clusterStaticEntryQueue workqueue.TypedRateLimitingInterface[string]
 
-	clusterSPIFFEIDs *clusterSPIFFEIDCache
-	staticKeys       *staticKeys
+	clusterSPIFFEIDs       *clusterSPIFFEIDCache
+	clusterStaticEntryKeys *clusterStaticEntryKeys
 
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
@@ -189,8 +189,8 @@ func NewController(
 		statusQueue:             runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
 		clusterStaticEntryQueue: runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
-		clusterSPIFFEIDs: newClusterSPIFFEIDCache(),
-		staticKeys:       &staticKeys{keys: map[string]render.Key{}},
+		clusterSPIFFEIDs:       newClusterSPIFFEIDCache(),
+		clusterStaticEntryKeys: &clusterStaticEntryKeys{keys: map[string]render.Key{}},
 	}
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err

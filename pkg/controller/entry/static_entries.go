@@ -28,14 +28,14 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// staticKeys remembers the entry key each ClusterStaticEntry declared when last synced, so
-// that an edit that changes the key also cleans up the entry of the old key.
-type staticKeys struct {
+// clusterStaticEntryKeys remembers the entry key each ClusterStaticEntry declared when last
+// synced, so that an edit that changes the key also cleans up the entry of the old key.
+type clusterStaticEntryKeys struct {
 	mu   sync.Mutex
 	keys map[string]render.Key
 }
 
-func (s *staticKeys) swap(name string, k render.Key) (render.Key, bool) {
+func (s *clusterStaticEntryKeys) swap(name string, k render.Key) (render.Key, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, ok := s.keys[name]
@@ -48,7 +48,7 @@ func (s *staticKeys) swap(name string, k render.Key) (render.Key, bool) {
 }
 
 // reset records the keys of a full resync's static entries.
-func (s *staticKeys) reset(declared []*render.DeclaredEntry) {
+func (s *clusterStaticEntryKeys) reset(declared []*render.DeclaredEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keys = make(map[string]render.Key, len(declared))
@@ -102,7 +102,7 @@ func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) er
 	if key != "" {
 		scope = append(scope, key)
 	}
-	if prev, ok := c.staticKeys.swap(name, key); ok && prev != key {
+	if prev, ok := c.clusterStaticEntryKeys.swap(name, key); ok && prev != key {
 		scope = append(scope, prev)
 	}
 
@@ -112,14 +112,14 @@ func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) er
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for statusName, outcome := range staticOutcomes(res) {
+		for statusName, outcome := range clusterStaticEntryOutcomes(res) {
 			if err := c.updateClusterStaticEntryStatus(ctx, statusName, outcome); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	if err, ok := invalid[name]; ok {
-		if err := c.updateClusterStaticEntryStatus(ctx, name, staticOutcome{err: err}); err != nil {
+		if err := c.updateClusterStaticEntryStatus(ctx, name, clusterStaticEntryOutcome{err: err}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -129,21 +129,23 @@ func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) er
 	return nil
 }
 
-// staticOutcome is what became of one ClusterStaticEntry: whether it rendered, lost to an
-// older twin, or is in SPIRE; err says why it did not render or could not be written.
-type staticOutcome struct {
+// clusterStaticEntryOutcome is what became of one ClusterStaticEntry: whether it rendered,
+// lost to an older twin, or is in SPIRE; err says why it did not render or could not be
+// written.
+type clusterStaticEntryOutcome struct {
 	rendered, masked, set bool
 	err                   error
 }
 
-// staticOutcomes computes the outcome of every ClusterStaticEntry that takes part in a sync.
-func staticOutcomes(res reconciler.Result) map[string]staticOutcome {
-	out := map[string]staticOutcome{}
+// clusterStaticEntryOutcomes computes the outcome of every ClusterStaticEntry that takes part
+// in a sync.
+func clusterStaticEntryOutcomes(res reconciler.Result) map[string]clusterStaticEntryOutcome {
+	out := map[string]clusterStaticEntryOutcome{}
 	add := func(d *render.DeclaredEntry, masked bool) {
 		if d.Declarer.Kind != render.KindClusterStaticEntry {
 			return
 		}
-		o := staticOutcome{rendered: true, masked: masked}
+		o := clusterStaticEntryOutcome{rendered: true, masked: masked}
 		if !masked {
 			o.err = res.Failures[d.Key]
 			o.set = o.err == nil

@@ -122,7 +122,7 @@ func (c *Controller) namespaceStats(compiled *render.ClusterSPIFFEID, stats *spi
 // updateClusterStaticEntryStatus writes a ClusterStaticEntry's status when it changed. An
 // invalid spec or a failed write is also told in a Warning Event at every sync (client-go
 // aggregates repeats); masking, when it starts.
-func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name string, o staticOutcome) error {
+func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name string, o clusterStaticEntryOutcome) error {
 	cse, err := c.clusterStaticEntryLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -153,7 +153,7 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 }
 
 // readyCondition is the Ready condition a ClusterStaticEntry's outcome amounts to.
-func (o staticOutcome) readyCondition(generation int64) metav1.Condition {
+func (o clusterStaticEntryOutcome) readyCondition(generation int64) metav1.Condition {
 	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	switch {
 	case !o.rendered:
