@@ -15,37 +15,35 @@ limitations under the License.
 */
 
 // Package entry is the controller that keeps SPIRE's registration entries equal to what
-// ClusterSPIFFEIDs declare for the cluster's pods.
+// ClusterSPIFFEIDs declare for the cluster's pods and ClusterStaticEntries declare literally.
+//
+// It is built as the endpointslice controller is: this package holds the informers, the event
+// handlers that map events to keys, the queues, the syncs and the status writers; pkg/render
+// turns objects into declared entries; pkg/reconciler owns SPIRE (entry cache, plan, writes).
 package entry
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
-	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -61,11 +59,6 @@ const (
 	podUIDIndex   = "uid"
 	nodeNameIndex = "spec.nodeName"
 )
-
-func init() {
-	// Events about our kinds need them in the scheme the recorder uses.
-	utilruntime.Must(spirescheme.AddToScheme(scheme.Scheme))
-}
 
 // Options are the settings the controller renders entries with.
 type Options struct {
@@ -93,8 +86,9 @@ type Options struct {
 	// left alone rather than deleted.
 	IgnoreClusterSPIFFEIDs     bool
 	IgnoreClusterStaticEntries bool
-	// DryRun logs every planned change at the default level. The SPIRE client given to the
-	// controller is expected to be spire.DryRun, which writes nothing.
+	// DryRun writes nothing anywhere: every planned change is logged at the default level, no
+	// status is written, and Events are only logged. The SPIRE client given to the controller
+	// is expected to be spire.DryRun, which writes nothing to SPIRE.
 	DryRun bool
 }
 
@@ -108,62 +102,52 @@ type Options struct {
 // against a fresh list; it is the only path that removes entries of pods the controller never
 // saw, and the one that repairs changes made behind its back.
 type Controller struct {
-	opts      Options
-	renderer  *renderer
-	ownership ownership
-	spire     spire.EntryClient
-	spireAPI  spireclientset.Interface
+	opts       Options
+	renderer   *render.Renderer
+	reconciler *reconciler.Reconciler
+	// spireAPI writes the status of our resources; nil when there is no API (static mode).
+	spireAPI spireclientset.Interface
+	events   *runner.Events
 
-	podLister       corelisters.PodLister
-	podIndexer      cache.Indexer
-	namespaceLister corelisters.NamespaceLister
-	nodeLister      corelisters.NodeLister
-	csidLister      spirelisters.ClusterSPIFFEIDLister
-	staticLister    spirelisters.ClusterStaticEntryLister
-	sliceIndexer    cache.Indexer
-	cachesSynced    []cache.InformerSynced
+	podLister                corelisters.PodLister
+	podIndexer               cache.Indexer
+	namespaceLister          corelisters.NamespaceLister
+	nodeLister               corelisters.NodeLister
+	clusterSPIFFEIDLister    spirelisters.ClusterSPIFFEIDLister
+	clusterStaticEntryLister spirelisters.ClusterStaticEntryLister
+	sliceIndexer             cache.Indexer
+	cachesSynced             []cache.InformerSynced
 
-	// podQueue holds pod UIDs to sync; identityQueue holds ClusterSPIFFEID names whose
-	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may
-	// be out of date; staticQueue holds ClusterStaticEntry names to sync.
-	podQueue      workqueue.TypedRateLimitingInterface[types.UID]
-	identityQueue workqueue.TypedRateLimitingInterface[string]
-	statusQueue   workqueue.TypedRateLimitingInterface[string]
-	staticQueue   workqueue.TypedRateLimitingInterface[string]
+	// podQueue holds pod UIDs to sync; clusterSPIFFEIDQueue holds ClusterSPIFFEID names whose
+	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may be
+	// out of date; clusterStaticEntryQueue holds ClusterStaticEntry names to sync.
+	podQueue                workqueue.TypedRateLimitingInterface[types.UID]
+	clusterSPIFFEIDQueue    workqueue.TypedRateLimitingInterface[string]
+	statusQueue             workqueue.TypedRateLimitingInterface[string]
+	clusterStaticEntryQueue workqueue.TypedRateLimitingInterface[string]
 
-	identities *identityCache
-	entries    *entryCache
-	outcomes   *outcomeTracker
-	staticKeys *staticKeys
-	// fieldSupport learns which optional entry fields the server keeps.
-	fieldSupport *fieldSupport
+	clusterSPIFFEIDs       *clusterSPIFFEIDCache
+	clusterStaticEntryKeys *clusterStaticEntryKeys
 
-	// resyncLock lets pod syncs run concurrently (read) but never alongside a full resync
-	// (write), which replaces the entry cache under them.
-	resyncLock sync.RWMutex
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
-
-	eventBroadcaster record.EventBroadcaster
-	eventSink        record.EventSink
-	recorder         record.EventRecorder
 }
 
 // NewController wires the controller to the given informers. It registers indexes and event
 // handlers but starts nothing: the caller starts the informer factories, then calls Run.
 //
-// When opts.IgnoreClusterSPIFFEIDs is set, only staticInformer is used and the others may be
-// nil. kubeClient, which receives Events, and spireAPI, which writes the status of our
-// resources, may be nil: Events are then only logged and status is left alone (static mode,
-// where the resources are files).
+// When opts.IgnoreClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used and the
+// others may be nil. kubeClient, which receives Events, and spireAPI, which writes the status
+// of our resources, may be nil: Events are then only logged and status is left alone (static
+// mode, where the resources are files). opts.DryRun has the same effect with both set.
 func NewController(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	sliceInformer discoveryinformers.EndpointSliceInformer,
-	csidInformer spireinformers.ClusterSPIFFEIDInformer,
-	staticInformer spireinformers.ClusterStaticEntryInformer,
+	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
+	clusterStaticEntryInformer spireinformers.ClusterStaticEntryInformer,
 	kubeClient clientset.Interface,
 	spireAPI spireclientset.Interface,
 	spireClient spire.EntryClient,
@@ -179,41 +163,36 @@ func NewController(
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
-	r, err := newRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	r, err := render.NewRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
 	if err != nil {
 		return nil, err
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
 		opts:     opts,
 		renderer: r,
-		ownership: ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
-			skipPodEntries: opts.IgnoreClusterSPIFFEIDs, skipOtherEntries: opts.IgnoreClusterStaticEntries},
-		spire:    spireClient,
+		reconciler: reconciler.NewReconciler(spireClient, reconciler.Options{
+			EntryIDPrefix:        opts.EntryIDPrefix,
+			EntryIDPrefixCleanup: opts.EntryIDPrefixCleanup,
+			SkipPodEntries:       opts.IgnoreClusterSPIFFEIDs,
+			SkipOtherEntries:     opts.IgnoreClusterStaticEntries,
+			DryRun:               opts.DryRun,
+		}),
 		spireAPI: spireAPI,
+		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
 
-		staticLister: staticInformer.Lister(),
-		cachesSynced: []cache.InformerSynced{staticInformer.Informer().HasSynced},
+		clusterStaticEntryLister: clusterStaticEntryInformer.Lister(),
+		cachesSynced:             []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced},
 
-		podQueue:      runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
-		identityQueue: runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
-		statusQueue:   runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
-		staticQueue:   runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
+		podQueue:                runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
+		clusterSPIFFEIDQueue:    runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
+		statusQueue:             runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
+		clusterStaticEntryQueue: runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
-		identities:   newIdentityCache(),
-		entries:      newEntryCache(),
-		outcomes:     newOutcomeTracker(),
-		staticKeys:   &staticKeys{keys: map[string]entryKey{}},
-		fieldSupport: &fieldSupport{},
-
-		eventBroadcaster: broadcaster,
-		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
+		clusterSPIFFEIDs:       newClusterSPIFFEIDCache(),
+		clusterStaticEntryKeys: &clusterStaticEntryKeys{keys: map[string]render.Key{}},
 	}
-	if kubeClient != nil {
-		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
-	}
-	if err := c.addStaticEventHandlers(staticInformer); err != nil {
+	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err
 	}
 	if opts.IgnoreClusterSPIFFEIDs {
@@ -221,21 +200,21 @@ func NewController(
 		// cluster for no use.
 		return c, nil
 	}
-	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || csidInformer == nil {
+	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || clusterSPIFFEIDInformer == nil {
 		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are ignored")
 	}
 	c.podLister = podInformer.Lister()
 	c.podIndexer = podInformer.Informer().GetIndexer()
 	c.namespaceLister = namespaceInformer.Lister()
 	c.nodeLister = nodeInformer.Lister()
-	c.csidLister = csidInformer.Lister()
+	c.clusterSPIFFEIDLister = clusterSPIFFEIDInformer.Lister()
 	c.sliceIndexer = sliceInformer.Informer().GetIndexer()
 	c.cachesSynced = append(c.cachesSynced,
 		sliceInformer.Informer().HasSynced,
 		podInformer.Informer().HasSynced,
 		namespaceInformer.Informer().HasSynced,
 		nodeInformer.Informer().HasSynced,
-		csidInformer.Informer().HasSynced,
+		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
 
 	if err := runner.AddIndexers(podInformer.Informer(), cache.Indexers{
@@ -247,7 +226,7 @@ func NewController(
 	if err := runner.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
 		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 	}
-	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, csidInformer); err != nil {
+	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -262,43 +241,25 @@ func (c *Controller) HasSynced() bool {
 // Run waits for the informers, runs the first full resync (retrying until SPIRE answers),
 // then runs workers until ctx is done. It returns once every goroutine it started has ended.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	if c.eventSink != nil {
-		c.eventBroadcaster.StartStructuredLogging(3)
-		c.eventBroadcaster.StartRecordingToSink(c.eventSink)
-	} else {
-		// Without an API to record to, the log is the only place an Event can be read.
-		c.eventBroadcaster.StartStructuredLogging(0)
-	}
-	defer c.eventBroadcaster.Shutdown()
-
-	var wg sync.WaitGroup
-	defer func() {
-		c.podQueue.ShutDown()
-		c.identityQueue.ShutDown()
-		c.statusQueue.ShutDown()
-		c.staticQueue.ShutDown()
-		wg.Wait()
-		logger.Info("Stopped controller", "controller", ControllerName)
-	}()
-
-	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
-		return
-	}
-	if !c.initialResync(ctx) {
-		return
-	}
-
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.podWorker, time.Second) })
-	}
-	wg.Go(func() { wait.UntilWithContext(ctx, c.identityWorker, time.Second) })
-	wg.Go(func() { wait.UntilWithContext(ctx, c.statusWorker, time.Second) })
-	wg.Go(func() { wait.UntilWithContext(ctx, c.staticWorker, time.Second) })
-	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
-
-	<-ctx.Done()
+	runner.Run(ctx, runner.Loop{
+		Name:           ControllerName,
+		Events:         c.events,
+		CachesSynced:   c.cachesSynced,
+		Resync:         c.fullResync,
+		ResyncInterval: c.opts.ResyncInterval,
+		OnSynced:       func() { c.synced.Store(true) },
+		Workers: []runner.Workers{
+			{Count: workers, Work: func(ctx context.Context) { runner.Work(ctx, ControllerName, "pod", c.podQueue, c.syncPod) }},
+			{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDQueue, c.syncClusterSPIFFEID)
+			}},
+			{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.statusQueue, c.syncClusterSPIFFEIDStatus)
+			}},
+			{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterStaticEntry", c.clusterStaticEntryQueue, c.syncClusterStaticEntry)
+			}},
+		},
+		Queues: []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDQueue, c.statusQueue, c.clusterStaticEntryQueue},
+	})
 }

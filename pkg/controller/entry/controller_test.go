@@ -19,17 +19,22 @@ package entry
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -37,6 +42,8 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -45,22 +52,35 @@ type testEnv struct {
 	ctx        context.Context
 	controller *Controller
 	spire      *spiretest.Server
-	kube       *k8sfake.Clientset
-	spireAPI   *spirefake.Clientset
+	// client is the controller's connection to the SPIRE fake.
+	client   *spire.Client
+	kube     *k8sfake.Clientset
+	spireAPI *spirefake.Clientset
+}
+
+// envOptions change how newTestEnvWith builds the controller.
+type envOptions struct {
+	// wrapSPIRE, when set, stands between the controller and the SPIRE fake.
+	wrapSPIRE func(spire.API) spire.EntryClient
+	// kubeClient passes the Kubernetes clientset to the controller, which then records
+	// Events to it.
+	kubeClient bool
+	dryRun     bool
 }
 
 // newTestEnv builds a controller over fake clientsets with running informers and the
 // in-process SPIRE fake, without starting its workers: tests drive syncs directly.
-func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spirev1alpha1.ClusterSPIFFEID) *testEnv {
+func newTestEnv(t *testing.T, kubeObjects []runtime.Object, spireObjects ...runtime.Object) *testEnv {
+	t.Helper()
+	return newTestEnvWith(t, envOptions{}, kubeObjects, spireObjects...)
+}
+
+func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, spireObjects ...runtime.Object) *testEnv {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 
-	spireObjects := make([]runtime.Object, len(identities))
-	for i, id := range identities {
-		spireObjects[i] = id
-	}
 	env := &testEnv{
 		ctx:      ctx,
 		spire:    spiretest.New(t),
@@ -72,6 +92,15 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
+	env.client = client
+	var spireClient spire.EntryClient = client
+	if o.wrapSPIRE != nil {
+		spireClient = o.wrapSPIRE(client)
+	}
+	var kubeClient kubernetes.Interface
+	if o.kubeClient {
+		kubeClient = env.kube
+	}
 
 	kubeInformers := informers.NewSharedInformerFactory(env.kube, 0)
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
@@ -79,12 +108,13 @@ func newTestEnv(t *testing.T, kubeObjects []runtime.Object, identities ...*spire
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
 		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		nil, env.spireAPI, client,
+		kubeClient, env.spireAPI, spireClient,
 		Options{
 			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 			ClusterName:      "demo",
 			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
 			ResyncInterval:   time.Hour,
+			DryRun:           o.dryRun,
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +143,7 @@ func pod(ns, name, nodeName string, labels map[string]string) *corev1.Pod {
 	}
 }
 
-func identity(name string, age time.Duration, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
+func clusterSPIFFEID(name string, age time.Duration, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
 	return &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: ktypes.UID("uid-" + name), Generation: 1, CreationTimestamp: metav1.NewTime(time.Now().Add(-age))},
 		Spec:       spec,
@@ -124,17 +154,17 @@ func selector(labels map[string]string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: labels}
 }
 
-// walkThroughIdentities are the two ClusterSPIFFEIDs of the reconcile walk-through.
-func walkThroughIdentities() []*spirev1alpha1.ClusterSPIFFEID {
+// walkThroughClusterSPIFFEIDs are the two ClusterSPIFFEIDs of the reconcile walk-through.
+func walkThroughClusterSPIFFEIDs() []runtime.Object {
 	const tmpl = "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}"
 	selectors := []string{"k8s:ns:{{ .PodMeta.Namespace }}", "k8s:sa:{{ .PodSpec.ServiceAccountName }}"}
-	return []*spirev1alpha1.ClusterSPIFFEID{
-		identity("web-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+	return []runtime.Object{
+		clusterSPIFFEID("web-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "production"}),
 			PodSelector:      selector(map[string]string{"app": "web-server"}),
 			DNSNameTemplates: []string{"web.example.com", "web-new.example.com"}, WorkloadSelectorTemplates: selectors,
 		}),
-		identity("api-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+		clusterSPIFFEID("api-server-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: tmpl, NamespaceSelector: selector(map[string]string{"env": "development"}),
 			PodSelector: selector(map[string]string{"app": "api-server"}), WorkloadSelectorTemplates: selectors,
 		}),
@@ -148,7 +178,7 @@ func TestFullResyncWalkThrough(t *testing.T) {
 		namespace("production", map[string]string{"env": "production"}),
 		namespace("development", map[string]string{"env": "development"}),
 		node("node-1"), node("node-3"), web, api,
-	}, walkThroughIdentities()...)
+	}, walkThroughClusterSPIFFEIDs()...)
 	env.spire.SetEntries(
 		&spiretypes.Entry{Id: "entry-123", SpiffeId: sid("/ns/production/sa/web-server"), ParentId: sid("/k8s-node/node-1"),
 			Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(web.UID)}, {Type: "k8s", Value: "ns:production"}, {Type: "k8s", Value: "sa:web-server"}},
@@ -161,40 +191,41 @@ func TestFullResyncWalkThrough(t *testing.T) {
 		t.Fatalf("fullResync: %v", err)
 	}
 
-	entries := env.spire.Entries()
-	if len(entries) != 2 {
-		t.Fatalf("SPIRE holds %d entries, want 2: %v", len(entries), entries)
+	// The web-server entry keeps its ID and gains the new DNS name; the api-server entry is
+	// created; entry-456, which nothing declares, is deleted.
+	podSelectors := func(pod *corev1.Pod, ns, sa string) []*spiretypes.Selector {
+		return []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + string(pod.UID)}, {Type: "k8s", Value: "ns:" + ns}, {Type: "k8s", Value: "sa:" + sa}}
 	}
-	byPath := map[string]*spiretypes.Entry{}
-	for _, e := range entries {
-		byPath[e.GetSpiffeId().GetPath()] = e
+	want := []*spiretypes.Entry{
+		{Id: "entry-123", SpiffeId: sid("/ns/production/sa/web-server"), ParentId: sid("/k8s-node/node-1"),
+			Selectors: podSelectors(web, "production", "web-server"), DnsNames: []string{"web.example.com", "web-new.example.com"}},
+		{SpiffeId: sid("/ns/development/sa/api-server"), ParentId: sid("/k8s-node/node-3"),
+			Selectors: podSelectors(api, "development", "api-server")},
 	}
-	webEntry := byPath["/ns/production/sa/web-server"]
-	if webEntry.GetId() != "entry-123" {
-		t.Errorf("web-server entry ID = %q, want entry-123 reused", webEntry.GetId())
+	got := env.spire.Entries()
+	slices.SortFunc(got, func(a, b *spiretypes.Entry) int {
+		return strings.Compare(b.GetSpiffeId().GetPath(), a.GetSpiffeId().GetPath())
+	})
+	// SPIRE chooses new IDs and stamps its own bookkeeping fields.
+	ignore := protocmp.IgnoreFields(&spiretypes.Entry{}, "created_at", "revision_number")
+	if len(got) == 2 && got[1].GetId() != "" {
+		want[1].Id = got[1].GetId()
 	}
-	if !slices.Equal(webEntry.GetDnsNames(), []string{"web.example.com", "web-new.example.com"}) {
-		t.Errorf("web-server DNS names = %v", webEntry.GetDnsNames())
-	}
-	apiEntry := byPath["/ns/development/sa/api-server"]
-	if apiEntry == nil || spiffeIDString(apiEntry.GetParentId()) != "spiffe://example.org/k8s-node/node-3" {
-		t.Errorf("api-server entry = %v", apiEntry)
-	}
-	if _, ok := byPath["/ns/staging/sa/old-app"]; ok {
-		t.Errorf("entry-456 was not deleted")
+	if diff := cmp.Diff(want, got, protocmp.Transform(), ignore); diff != "" {
+		t.Errorf("SPIRE entries after the resync (-want +got):\n%s", diff)
 	}
 
 	for _, name := range []string{"web-server-identity", "api-server-identity"} {
-		if err := env.controller.syncStatus(env.ctx, name); err != nil {
-			t.Fatalf("syncStatus(%s): %v", name, err)
+		if err := env.controller.syncClusterSPIFFEIDStatus(env.ctx, name); err != nil {
+			t.Fatalf("syncClusterSPIFFEIDStatus(%s): %v", name, err)
 		}
-		csid, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
+		got, err := env.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(env.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1}
-		if csid.Status.Stats != want {
-			t.Errorf("%s stats = %+v, want %+v", name, csid.Status.Stats, want)
+		if diff := cmp.Diff(want, got.Status.Stats); diff != "" {
+			t.Errorf("%s stats (-want +got):\n%s", name, diff)
 		}
 	}
 
@@ -211,7 +242,7 @@ func TestFullResyncWalkThrough(t *testing.T) {
 func TestSyncPodFollowsThePod(t *testing.T) {
 	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
 	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1")},
-		walkThroughIdentities()...)
+		walkThroughClusterSPIFFEIDs()...)
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +296,7 @@ func TestSyncPodFollowsThePod(t *testing.T) {
 func TestFailedListDeletesNothing(t *testing.T) {
 	env := newTestEnv(t, nil)
 	env.spire.SetEntries(podEntry("", "gone-1", "/a"), podEntry("", "gone-2", "/b"))
-	env.controller.spire.(*spire.Client).PageSize = 1
+	env.client.PageSize = 1
 	env.spire.FailListAfterPages(1)
 	if err := env.controller.fullResync(env.ctx); err == nil {
 		t.Fatal("fullResync succeeded with a broken list")
@@ -276,6 +307,15 @@ func TestFailedListDeletesNothing(t *testing.T) {
 	if n := env.spire.WriteCalls(); n != 0 {
 		t.Errorf("a failed list led to %d writes", n)
 	}
+}
+
+func sid(path string) *spiretypes.SPIFFEID {
+	return &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: path}
+}
+
+func podEntry(id, uid, path string) *spiretypes.Entry {
+	return &spiretypes.Entry{Id: id, SpiffeId: sid(path), ParentId: sid("/node"),
+		Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:" + uid}}}
 }
 
 func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
@@ -332,10 +372,10 @@ func (s oldServer) UpdateEntries(ctx context.Context, es []*spiretypes.Entry, m 
 // updating the entry at every sync; it writes no probe entry to find out.
 func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
 	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
-	ids := walkThroughIdentities()
-	ids[0].Spec.Hint = "web"
-	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web}, ids...)
-	env.controller.spire = oldServer{API: env.controller.spire.(spire.API)}
+	all := walkThroughClusterSPIFFEIDs()
+	all[0].(*spirev1alpha1.ClusterSPIFFEID).Spec.Hint = "web"
+	env := newTestEnvWith(t, envOptions{wrapSPIRE: func(api spire.API) spire.EntryClient { return oldServer{API: api} }},
+		[]runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web}, all...)
 
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatal(err)
@@ -363,7 +403,7 @@ func TestFieldsTheServerDropsCauseNoUpdates(t *testing.T) {
 func TestRefusedWriteDoesNotBlockTheController(t *testing.T) {
 	a := pod("production", "a", "node-1", map[string]string{"app": "web-server"})
 	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), a},
-		walkThroughIdentities()...)
+		walkThroughClusterSPIFFEIDs()...)
 	env.spire.FailNext(spiretest.MethodBatchCreateEntry, 1, codes.Internal)
 	if err := env.controller.fullResync(env.ctx); err != nil {
 		t.Fatalf("a refused write failed the resync: %v", err)
@@ -383,5 +423,44 @@ func TestRefusedWriteDoesNotBlockTheController(t *testing.T) {
 	env.controller.podQueue.Done(uid)
 	if got := len(env.spire.Entries()); got != 1 {
 		t.Errorf("entries after the retry = %d, want 1", got)
+	}
+}
+
+// renderFailures reads the render_failures_total counter of a kind.
+func renderFailures(t *testing.T, kind string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.RenderFailures.WithLabelValues(kind).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestRenderFailuresAreCounted: every ClusterSPIFFEID that cannot render a pod's entry and
+// every invalid ClusterStaticEntry counts once per render in render_failures_total.
+func TestRenderFailuresAreCounted(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	broken := clusterSPIFFEID("broken", time.Minute, spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://evil.org/x"})
+	invalid := &spirev1alpha1.ClusterStaticEntry{ObjectMeta: metav1.ObjectMeta{Name: "invalid"},
+		Spec: spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db"}}
+	env := newTestEnv(t, []runtime.Object{namespace("production", map[string]string{"env": "production"}), node("node-1"), web},
+		append(walkThroughClusterSPIFFEIDs(), broken, invalid)...)
+
+	type counts struct{ ClusterSPIFFEID, ClusterStaticEntry float64 }
+	read := func() counts {
+		return counts{renderFailures(t, render.KindClusterSPIFFEID), renderFailures(t, render.KindClusterStaticEntry)}
+	}
+	before := read()
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatal(err)
+	}
+	after := read()
+	got := counts{after.ClusterSPIFFEID - before.ClusterSPIFFEID, after.ClusterStaticEntry - before.ClusterStaticEntry}
+	// The resync renders both; the pod sync renders the pod's ClusterSPIFFEIDs again.
+	if diff := cmp.Diff(counts{ClusterSPIFFEID: 2, ClusterStaticEntry: 1}, got); diff != "" {
+		t.Errorf("render failures counted (-want +got):\n%s", diff)
 	}
 }

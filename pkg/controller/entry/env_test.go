@@ -293,18 +293,18 @@ func (e *itEnv) pod(ns, name, node string, labels map[string]string) *corev1.Pod
 	return p
 }
 
-// identity creates a ClusterSPIFFEID of the test's class.
-func (e *itEnv) identity(name string, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
+// clusterSPIFFEID creates a ClusterSPIFFEID of the test's class.
+func (e *itEnv) clusterSPIFFEID(name string, spec spirev1alpha1.ClusterSPIFFEIDSpec) *spirev1alpha1.ClusterSPIFFEID {
 	e.t.Helper()
 	if spec.ClassName == "" {
 		spec.ClassName = e.prefix
 	}
-	csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(e.ctx, &spirev1alpha1.ClusterSPIFFEID{
+	clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(e.ctx, &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: e.name(name)}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return csid
+	return clusterSPIFFEID
 }
 
 // waitForStats waits until a ClusterSPIFFEID's status reports the given stats.
@@ -312,11 +312,11 @@ func (e *itEnv) waitForStats(name string, want spirev1alpha1.ClusterSPIFFEIDStat
 	e.t.Helper()
 	var got spirev1alpha1.ClusterSPIFFEIDStats
 	e.eventually("stats of "+name, 30*time.Second, func() (bool, error) {
-		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, name, metav1.GetOptions{})
+		clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		got = csid.Status.Stats
+		got = clusterSPIFFEID.Status.Stats
 		return got == want, nil
 	})
 }

@@ -216,10 +216,10 @@ func (e *itEnv) requireOneEntryPerPod(pods []*corev1.Pod) []realcluster.Entry {
 	return entries
 }
 
-// bulkIdentity declares one entry per pod of a namespace.
-func (e *itEnv) bulkIdentity(ns string) {
+// bulkClusterSPIFFEID declares one entry per pod of a namespace.
+func (e *itEnv) bulkClusterSPIFFEID(ns string) {
 	e.t.Helper()
-	e.identity("bulk-"+ns, spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("bulk-"+ns, spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/pod/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}),
 	})
@@ -231,7 +231,7 @@ func TestFaultSPIREDownAtStart(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("down", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	pods := e.createPods(ns, node.Name, "p", 5)
 
 	e.spire.Kill()
@@ -272,7 +272,7 @@ func TestFaultSPIREKilledMidBulk(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("bulk", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	rc := e.startController("gcInterval: 3s\n")
 
 	bulk := e.startPodBulk(ns, node.Name, "p", n, 6)
@@ -300,7 +300,7 @@ func TestFaultControllerStoppedMidBulk(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("bulk", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	first := e.startController("")
 
 	// Few creating goroutines, so that pods are still coming when the controller stops.
@@ -382,7 +382,7 @@ func TestFaultKubeAPIServerRestart(t *testing.T) {
 	e := newITEnvOn(t, k)
 	ns := e.namespace("apiserver", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	pods := e.createPods(ns, node.Name, "p", 50)
 	var rec *writeRecorder
 	rc := e.launchController(e.prefix, "gcInterval: 1s\n", func(api spire.API) spire.API {
@@ -437,7 +437,7 @@ func TestFaultPodsDeletedWhileSPIREDown(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("gone", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	pods := e.createPods(ns, node.Name, "p", 10)
 	e.startController("gcInterval: 3s\n")
 	e.waitForOneEntryPerPod(pods, time.Minute)
@@ -468,7 +468,7 @@ func TestFaultRestartAtSteadyStateWith2000Pods(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("steady", nil)
 	node := e.node("node")
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	start := time.Now()
 	pods := e.createPods(ns, node.Name, "p", n)
 	t.Logf("created %d pods in %v", n, time.Since(start))
@@ -513,7 +513,7 @@ func TestFaultForeignEntriesNeverTouched(t *testing.T) {
 	node := e.node("node")
 	dup := e.pod(ns, "dup", node.Name, nil)
 	shared := e.pod(ns, "shared", node.Name, nil)
-	e.bulkIdentity(ns)
+	e.bulkClusterSPIFFEID(ns)
 	if _, err := e.spire.CLI(e.ctx, "token generate", "-spiffeID", "spiffe://example.org/agent/by-token"); err != nil {
 		t.Fatalf("token generate: %v", err)
 	}
@@ -584,12 +584,12 @@ func TestFaultUnwritableEntryDoesNotBlockStartup(t *testing.T) {
 	node := e.node("node")
 	e.pod(ns, "good", node.Name, map[string]string{"app": "good"})
 	e.pod(ns, "federated", node.Name, map[string]string{"app": "federated"})
-	e.identity("good", spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("good", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/good/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}), PodSelector: sel(map[string]string{"app": "good"}),
 	})
 	// partner.org has no bundle in SPIRE (no ClusterFederatedTrustDomain fetched it yet).
-	fed := e.identity("federated", spirev1alpha1.ClusterSPIFFEIDSpec{
+	fed := e.clusterSPIFFEID("federated", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/federated/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}), PodSelector: sel(map[string]string{"app": "federated"}),
 		FederatesWith: []string{"partner.org"},
@@ -607,11 +607,11 @@ func TestFaultUnwritableEntryDoesNotBlockStartup(t *testing.T) {
 	want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1, EntryFailures: 1}
 	var got spirev1alpha1.ClusterSPIFFEIDStats
 	e.eventually("the refused entry reported in the status", 30*time.Second, func() (bool, error) {
-		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, fed.Name, metav1.GetOptions{})
+		clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, fed.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		got = csid.Status.Stats
+		got = clusterSPIFFEID.Status.Stats
 		if got != want {
 			return false, fmt.Errorf("stats %+v, want %+v", got, want)
 		}
@@ -657,14 +657,14 @@ func TestHostileTemplatesCannotLeaveTheTrustDomain(t *testing.T) {
 		"spiffe://example.org.evil.com/x",
 	} {
 		role := fmt.Sprintf("author-%d", i)
-		csid := e.identity(role, spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tmpl, NamespaceSelector: nsSel,
+		clusterSPIFFEID := e.clusterSPIFFEID(role, spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tmpl, NamespaceSelector: nsSel,
 			PodSelector: sel(map[string]string{"role": role})})
-		wantFailures[csid.Name] = 1
+		wantFailures[clusterSPIFFEID.Name] = 1
 		mkPod(role, map[string]string{"role": role}, nil)
 	}
 	// Templates that copy what a pod's author writes.
 	// The CRD only insists that the template starts with spiffe://; the rest comes from the pod.
-	data := e.identity("data", spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: `spiffe://{{ index .PodMeta.Annotations "id" }}`,
+	data := e.clusterSPIFFEID("data", spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: `spiffe://{{ index .PodMeta.Annotations "id" }}`,
 		NamespaceSelector: nsSel, PodSelector: sel(map[string]string{"role": "data"})})
 	dataIDs := []string{"evil.org/x", "example.org.evil.com/x", "example.org@evil.com/x", "evil.com@example.org/x",
 		"EXAMPLE.ORG/x", "example.org/x\nspiffe://evil.org/y", `evil.org\@example.org/x`, "example.org%2Eevil.com/x",
@@ -674,14 +674,14 @@ func TestHostileTemplatesCannotLeaveTheTrustDomain(t *testing.T) {
 	}
 	wantFailures[data.Name] = len(dataIDs)
 	mkPod("data-ok", map[string]string{"role": "data"}, map[string]string{"id": "example.org/data/ok"})
-	label := e.identity("label", spirev1alpha1.ClusterSPIFFEIDSpec{
+	label := e.clusterSPIFFEID("label", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  `spiffe://{{ index .PodMeta.Labels "td" }}{{ with index .PodMeta.Labels "sub" }}.{{ . }}{{ end }}/x`,
 		NamespaceSelector: nsSel, PodSelector: sel(map[string]string{"role": "label"})})
 	mkPod("label-td", map[string]string{"role": "label", "td": "evil.org"}, nil)
 	mkPod("label-sub", map[string]string{"role": "label", "td": "example.org", "sub": "evil.com"}, nil)
 	wantFailures[label.Name] = 2
 	// The operator's parentIDTemplate lets a pod name its parent; pods abuse it.
-	benign := e.identity("benign", spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ok/{{ .PodMeta.Name }}",
+	benign := e.clusterSPIFFEID("benign", spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ok/{{ .PodMeta.Name }}",
 		NamespaceSelector: nsSel, PodSelector: sel(map[string]string{"role": "benign"})})
 	parents := []string{"spiffe://evil.org/agent", "spiffe://example.org.evil.com/agent", "spiffe://EXAMPLE.ORG/agent",
 		"spiffe://example.org@evil.org/agent"}
@@ -702,8 +702,8 @@ func TestHostileTemplatesCannotLeaveTheTrustDomain(t *testing.T) {
 	e.waitForSPIFFEIDs("spiffe://example.org/ok/benign", "spiffe://example.org/data/ok")
 	for name, want := range wantFailures {
 		e.eventually("render failures reported by "+name, 30*time.Second, func() (bool, error) {
-			csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, name, metav1.GetOptions{})
-			return err == nil && csid.Status.Stats.PodEntryRenderFailures == want, err
+			clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, name, metav1.GetOptions{})
+			return err == nil && clusterSPIFFEID.Status.Stats.PodEntryRenderFailures == want, err
 		})
 	}
 

@@ -32,14 +32,15 @@ import (
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// addStaticEventHandlers maps ClusterStaticEntry events to their names.
-func (c *Controller) addStaticEventHandlers(staticInformer spireinformers.ClusterStaticEntryInformer) error {
-	_, err := staticInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueStatic(obj) },
-		UpdateFunc: c.onStaticUpdate,
-		DeleteFunc: func(obj any) { c.enqueueStatic(obj) },
+// addClusterStaticEntryEventHandlers maps ClusterStaticEntry events to their names.
+func (c *Controller) addClusterStaticEntryEventHandlers(clusterStaticEntryInformer spireinformers.ClusterStaticEntryInformer) error {
+	_, err := clusterStaticEntryInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueClusterStaticEntry(obj) },
+		UpdateFunc: c.onClusterStaticEntryUpdate,
+		DeleteFunc: func(obj any) { c.enqueueClusterStaticEntry(obj) },
 	})
 	if err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
@@ -56,7 +57,7 @@ func (c *Controller) addPodEventHandlers(
 	namespaceInformer coreinformers.NamespaceInformer,
 	nodeInformer coreinformers.NodeInformer,
 	sliceInformer discoveryinformers.EndpointSliceInformer,
-	csidInformer spireinformers.ClusterSPIFFEIDInformer,
+	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 ) error {
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -82,10 +83,10 @@ func (c *Controller) addPodEventHandlers(
 			UpdateFunc: c.onSliceUpdate,
 			DeleteFunc: func(obj any) { c.enqueueSlicePods(obj) },
 		}},
-		{csidInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueueIdentity(obj) },
-			UpdateFunc: c.onIdentityUpdate,
-			DeleteFunc: func(obj any) { c.enqueueIdentity(obj) },
+		{clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueClusterSPIFFEID(obj) },
+			UpdateFunc: c.onClusterSPIFFEIDUpdate,
+			DeleteFunc: func(obj any) { c.enqueueClusterSPIFFEID(obj) },
 		}},
 	}
 	for _, h := range handlers {
@@ -94,6 +95,19 @@ func (c *Controller) addPodEventHandlers(
 		}
 	}
 	return nil
+}
+
+// endpointSlicePodIndex finds the EndpointSlices whose endpoints target a pod, by the pod's
+// "namespace/name".
+const endpointSlicePodIndex = "targetPod"
+
+// indexEndpointSliceByPod indexes a slice under every pod its endpoints target, ready or not.
+func indexEndpointSliceByPod(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	return render.SlicePods(slice), nil
 }
 
 func indexPodByUID(obj any) ([]string, error) {
@@ -201,19 +215,19 @@ func (c *Controller) enqueuePodObjects(objs []any) {
 	}
 }
 
-func (c *Controller) enqueueIdentity(obj any) {
-	if csid, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
-		c.identityQueue.Add(csid.Name)
-		c.statusQueue.AddAfter(csid.Name, statusDelay)
+func (c *Controller) enqueueClusterSPIFFEID(obj any) {
+	if clusterSPIFFEID, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+		c.clusterSPIFFEIDQueue.Add(clusterSPIFFEID.Name)
+		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
 	}
 }
 
-// onIdentityUpdate fans out spec changes only; the controller's own status writes come back
+// onClusterSPIFFEIDUpdate fans out spec changes only; the controller's own status writes come back
 // as updates with the same generation.
-func (c *Controller) onIdentityUpdate(oldObj, newObj any) {
-	oldID, newID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
-	if oldID.Generation != newID.Generation || oldID.UID != newID.UID {
-		c.enqueueIdentity(newID)
+func (c *Controller) onClusterSPIFFEIDUpdate(oldObj, newObj any) {
+	oldClusterSPIFFEID, newClusterSPIFFEID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
+	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID {
+		c.enqueueClusterSPIFFEID(newClusterSPIFFEID)
 	}
 }
 
@@ -224,17 +238,17 @@ func (c *Controller) enqueuePodUIDs(uids []types.UID) {
 	}
 }
 
-func (c *Controller) enqueueStatic(obj any) {
+func (c *Controller) enqueueClusterStaticEntry(obj any) {
 	if cse, ok := unwrap[*spirev1alpha1.ClusterStaticEntry](obj); ok {
-		c.staticQueue.Add(cse.Name)
+		c.clusterStaticEntryQueue.Add(cse.Name)
 	}
 }
 
-// onStaticUpdate skips the echoes of the controller's own status writes.
-func (c *Controller) onStaticUpdate(oldObj, newObj any) {
+// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes.
+func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
 	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
-		c.enqueueStatic(newCSE)
+		c.enqueueClusterStaticEntry(newCSE)
 	}
 }
 
@@ -244,7 +258,7 @@ func (c *Controller) enqueueSlicePods(obj any) {
 	if !ok {
 		return
 	}
-	for _, key := range slicePods(slice) {
+	for _, key := range render.SlicePods(slice) {
 		ns, name, _ := cache.SplitMetaNamespaceKey(key)
 		if pod, err := c.podLister.Pods(ns).Get(name); err == nil {
 			c.podQueue.Add(pod.UID)
@@ -256,7 +270,7 @@ func (c *Controller) enqueueSlicePods(obj any) {
 // readiness flips, the most frequent update, change no DNS name.
 func (c *Controller) onSliceUpdate(oldObj, newObj any) {
 	oldSlice, newSlice := oldObj.(*discoveryv1.EndpointSlice), newObj.(*discoveryv1.EndpointSlice)
-	if serviceOf(oldSlice) == serviceOf(newSlice) && slices.Equal(slicePods(oldSlice), slicePods(newSlice)) {
+	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SlicePods(oldSlice), render.SlicePods(newSlice)) {
 		return
 	}
 	c.enqueueSlicePods(oldSlice)

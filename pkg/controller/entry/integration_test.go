@@ -63,12 +63,12 @@ func TestReconcileWalkThrough(t *testing.T) {
 		t.Fatalf("seeding SPIRE: %v %v", err, results)
 	}
 
-	webID := e.identity("web-server-identity", spirev1alpha1.ClusterSPIFFEIDSpec{
+	webID := e.clusterSPIFFEID("web-server-identity", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: nsSATemplate, NamespaceSelector: sel(map[string]string{"env": "production"}),
 		PodSelector:      sel(map[string]string{"app": "web-server"}),
 		DNSNameTemplates: []string{"web.example.com", "web-new.example.com"}, WorkloadSelectorTemplates: nsSASelectors,
 	})
-	apiID := e.identity("api-server-identity", spirev1alpha1.ClusterSPIFFEIDSpec{
+	apiID := e.clusterSPIFFEID("api-server-identity", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: nsSATemplate, NamespaceSelector: sel(map[string]string{"env": "development"}),
 		PodSelector: sel(map[string]string{"app": "api-server"}), WorkloadSelectorTemplates: nsSASelectors,
 	})
@@ -98,7 +98,7 @@ func TestPodLifecycle(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("apps", map[string]string{"team": "a"})
 	node := e.node("node")
-	csid := e.identity("apps", spirev1alpha1.ClusterSPIFFEIDSpec{
+	clusterSPIFFEID := e.clusterSPIFFEID("apps", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/pod/{{ .PodMeta.Name }}", NamespaceSelector: sel(map[string]string{"team": "a"}),
 	})
 	rc := e.startController("")
@@ -112,7 +112,7 @@ func TestPodLifecycle(t *testing.T) {
 	if n := rc.calls.lists.Load() - lists; n != 0 {
 		t.Errorf("handling a pod event listed SPIRE %d times, want 0", n)
 	}
-	e.waitForStats(csid.Name, spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1})
+	e.waitForStats(clusterSPIFFEID.Name, spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1})
 
 	// Pods that are not running anywhere, or finished, get no entry.
 	e.pod(ns, "unscheduled", "", nil)
@@ -144,7 +144,7 @@ func TestRelabelling(t *testing.T) {
 	e := newITEnv(t)
 	ns := e.namespace("shop", map[string]string{"mesh": "on"})
 	node := e.node("node")
-	e.identity("mesh", spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("mesh", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/{{ .PodMeta.Namespace }}/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"mesh": "on"}), PodSelector: sel(map[string]string{"identity": "yes"}),
 	})
@@ -192,7 +192,7 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		e.pod(ns, name, node.Name, map[string]string{"app": "web"})
 	}
-	csid := e.identity("web", spirev1alpha1.ClusterSPIFFEIDSpec{
+	clusterSPIFFEID := e.clusterSPIFFEID("web", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/web/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}), PodSelector: sel(map[string]string{"app": "web"}),
 	})
@@ -204,7 +204,7 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 	}
 
 	edit := func(mutate func(*spirev1alpha1.ClusterSPIFFEIDSpec)) {
-		cur, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, csid.Name, metav1.GetOptions{})
+		cur, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, clusterSPIFFEID.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func TestEditingAnIdentityUpdatesEntriesInPlace(t *testing.T) {
 	sameIDs()
 
 	// Deleting the identity removes its entries.
-	if err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Delete(e.ctx, csid.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Delete(e.ctx, clusterSPIFFEID.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitForSPIFFEIDs()
@@ -256,17 +256,17 @@ func TestBrokenTemplateAffectsOnlyItsOwnPods(t *testing.T) {
 	node := e.node("node")
 	e.pod(ns, "good", node.Name, map[string]string{"app": "good"})
 	e.pod(ns, "bad", node.Name, map[string]string{"app": "bad"})
-	good := e.identity("good", spirev1alpha1.ClusterSPIFFEIDSpec{
+	good := e.clusterSPIFFEID("good", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/good/{{ .PodMeta.Name }}", PodSelector: sel(map[string]string{"app": "good"}),
 		NamespaceSelector: sel(map[string]string{"env": "mixed"}),
 	})
 	// Renders a SPIFFE ID outside the trust domain: must never be written.
-	escape := e.identity("escape", spirev1alpha1.ClusterSPIFFEIDSpec{
+	escape := e.clusterSPIFFEID("escape", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: "spiffe://evil.org/{{ .PodMeta.Name }}", PodSelector: sel(map[string]string{"app": "bad"}),
 		NamespaceSelector: sel(map[string]string{"env": "mixed"}),
 	})
 	// Fails to execute.
-	broken := e.identity("broken", spirev1alpha1.ClusterSPIFFEIDSpec{
+	broken := e.clusterSPIFFEID("broken", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/{{ .PodMeta.NoSuchField }}", PodSelector: sel(map[string]string{"app": "bad"}),
 		NamespaceSelector: sel(map[string]string{"env": "mixed"}),
 	})
@@ -279,19 +279,19 @@ func TestBrokenTemplateAffectsOnlyItsOwnPods(t *testing.T) {
 
 	// The failure shows in the Ready condition, with a reason and a message to act on...
 	e.eventually("Ready=False RenderFailed", 30*time.Second, func() (bool, error) {
-		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, escape.Name, metav1.GetOptions{})
+		clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, escape.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		c := meta.FindStatusCondition(csid.Status.Conditions, "Ready")
+		c := meta.FindStatusCondition(clusterSPIFFEID.Status.Conditions, "Ready")
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "RenderFailed" && strings.Contains(c.Message, "1 of 1"), nil
 	})
 	e.eventually("Ready=True EntriesSet", 30*time.Second, func() (bool, error) {
-		csid, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, good.Name, metav1.GetOptions{})
+		clusterSPIFFEID, err := e.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(e.ctx, good.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		c := meta.FindStatusCondition(csid.Status.Conditions, "Ready")
+		c := meta.FindStatusCondition(clusterSPIFFEID.Status.Conditions, "Ready")
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "EntriesSet", nil
 	})
 	// ...and each pod's render failure is explained in an Event on the ClusterSPIFFEID.
@@ -311,7 +311,7 @@ func TestRestartWithNothingChangedWritesNothing(t *testing.T) {
 		e.pod(ns, name, node.Name, nil)
 		want = append(want, "spiffe://example.org/steady/"+name)
 	}
-	e.identity("steady", spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("steady", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/steady/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}),
 		DNSNameTemplates:  []string{"{{ .PodMeta.Name }}.example.com"}, FederatesWith: nil,

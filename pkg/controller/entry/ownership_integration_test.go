@@ -37,7 +37,7 @@ func TestTwoControllersShareOneSPIREServer(t *testing.T) {
 	e.pod(ns, "b", node.Name, map[string]string{"team": "b"})
 	classA, classB := e.prefix+"-a", e.prefix+"-b"
 	for _, team := range []struct{ class, label string }{{classA, "a"}, {classB, "b"}} {
-		e.identity("team-"+team.label, spirev1alpha1.ClusterSPIFFEIDSpec{
+		e.clusterSPIFFEID("team-"+team.label, spirev1alpha1.ClusterSPIFFEIDSpec{
 			ClassName:         team.class,
 			SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/team/" + team.label + "/{{ .PodMeta.Name }}",
 			NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}),

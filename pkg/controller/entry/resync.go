@@ -19,161 +19,89 @@ package entry
 import (
 	"context"
 	"fmt"
-	"time"
 
-	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
-	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 )
 
-// initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
-// ends. It fails only when SPIRE cannot be listed (nothing is written then); writes SPIRE
-// refuses are retried key by key and do not hold up readiness.
-func (c *Controller) initialResync(ctx context.Context) bool {
-	if !runner.UntilSucceeded(ctx, c.fullResync) {
-		return false
-	}
-	c.synced.Store(true)
-	return true
-}
-
 // fullResync diffs every declared entry against a fresh list of every entry SPIRE holds. It
-// excludes pod syncs while it runs, since it replaces the cache they read.
+// fails only when SPIRE cannot be listed (nothing is written then); writes SPIRE refuses are
+// retried key by key and do not hold up readiness.
 func (c *Controller) fullResync(ctx context.Context) error {
-	start := time.Now()
-	err := c.fullResyncLocked(ctx)
-	result := "success"
-	if err != nil {
-		result = "failure"
-	} else {
-		metrics.LastFullResyncTime.WithLabelValues(ControllerName).SetToCurrentTime()
-		metrics.LastFullResyncDuration.WithLabelValues(ControllerName).Set(time.Since(start).Seconds())
-	}
-	metrics.FullResyncs.WithLabelValues(ControllerName, result).Inc()
-	return err
-}
-
-func (c *Controller) fullResyncLocked(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	c.resyncLock.Lock()
-	defer c.resyncLock.Unlock()
-	start := time.Now()
-
-	all, err := c.spire.ListEntries(ctx)
-	if err != nil {
-		// Never act on a partial picture: a failed list must not turn into deletes.
-		return fmt.Errorf("listing SPIRE entries: %w", err)
-	}
-	owned := make([]*spiretypes.Entry, 0, len(all))
-	var leftovers []*spiretypes.Entry
-	for _, e := range all {
-		switch {
-		case c.ownership.owns(e):
-			owned = append(owned, e)
-		case c.ownership.deleteOnly(e):
-			leftovers = append(leftovers, e)
-		}
-	}
-	c.entries.replace(owned)
-
-	declared, outcomes, err := c.declaredPods(ctx)
+	res, err := c.reconciler.Resync(ctx, c.declareAll)
 	if err != nil {
 		return err
 	}
-
-	statics, _, err := c.declaredStatics()
-	if err != nil {
-		return err
-	}
-	declared = append(declared, statics...)
-	c.staticKeys.reset(statics)
-
-	p := reconcile(declared, owned, c.fieldSupport.get())
-	p.toDelete = append(p.toDelete, leftovers...)
-	failures, writeErr := c.finalize(ctx, p)
-	recordPlanOutcomes(outcomes, p, failures)
-	for _, name := range c.outcomes.replaceAll(outcomes) {
-		c.statusQueue.AddAfter(name, statusDelay)
-	}
+	c.enqueueStatus(res.StatusChanged)
 	// Static entries are few: resync each, which also brings its status up to date.
-	c.enqueueAllStatics()
-
-	logger.V(2).Info("Full resync done", "duration", time.Since(start), "entries", len(all), "owned", len(owned),
-		"declared", len(declared), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
-		"masked", len(p.masked))
-	if writeErr != nil {
+	c.enqueueAllClusterStaticEntries()
+	if res.WriteErr != nil {
 		// A write SPIRE refuses (a federatesWith naming a trust domain it has no bundle for,
 		// say) must not hold up everything else: the resync still counts, since the picture
 		// it acted on was complete, and the failed keys are retried with backoff on their own.
-		c.retryFailedWrites(p, failures)
-		logger.Error(writeErr, "Some writes of the full resync failed; their pods and static entries are retried")
+		for _, uid := range res.RetryPods {
+			c.podQueue.AddRateLimited(uid)
+		}
+		for _, name := range res.RetryNames {
+			c.clusterStaticEntryQueue.AddRateLimited(name)
+		}
+		klog.FromContext(ctx).Error(res.WriteErr, "Some writes of the full resync failed; their pods and static entries are retried")
 	}
 	return nil
 }
 
-// declaredPods renders the entries every pod declares, and what became of each pod's
-// identities. It declares nothing when ClusterSPIFFEIDs are ignored.
-func (c *Controller) declaredPods(ctx context.Context) ([]*declaredEntry, map[types.UID]podOutcomes, error) {
-	outcomes := map[types.UID]podOutcomes{}
-	if c.opts.IgnoreClusterSPIFFEIDs {
-		return nil, outcomes, nil
-	}
-	identities, err := c.activeIdentities()
+// declareAll renders what every pod and every ClusterStaticEntry declares. The reconciler
+// calls it with every sync excluded, once SPIRE is listed.
+func (c *Controller) declareAll(ctx context.Context) (reconciler.Declared, error) {
+	declared, renderFailures, err := c.declaredPods(ctx)
 	if err != nil {
-		return nil, nil, err
+		return reconciler.Declared{}, err
+	}
+	statics, _, err := c.declaredClusterStaticEntries()
+	if err != nil {
+		return reconciler.Declared{}, err
+	}
+	c.clusterStaticEntryKeys.reset(statics)
+	declared.Entries = append(declared.Entries, statics...)
+	declared.RenderFailures = renderFailures
+	return declared, nil
+}
+
+// declaredPods renders the entries every pod declares, and names, per pod, the
+// ClusterSPIFFEIDs that rendered none. It declares nothing when ClusterSPIFFEIDs are ignored.
+func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map[types.UID][]string, error) {
+	var declared reconciler.Declared
+	renderFailures := map[types.UID][]string{}
+	if c.opts.IgnoreClusterSPIFFEIDs {
+		return declared, renderFailures, nil
+	}
+	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()
+	if err != nil {
+		return declared, nil, err
 	}
 	pods, err := c.podLister.List(labels.Everything())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
+		return declared, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	var declared []*declaredEntry
 	for _, pod := range pods {
-		ds, outs := c.declarePod(ctx, pod, identities)
-		declared = append(declared, ds...)
-		if len(outs) > 0 {
-			outcomes[pod.UID] = outs
+		entries, failed := c.declarePod(ctx, pod, clusterSPIFFEIDs)
+		declared.Entries = append(declared.Entries, entries...)
+		if len(failed) > 0 {
+			renderFailures[pod.UID] = failed
 		}
 	}
-	return declared, outcomes, nil
+	return declared, renderFailures, nil
 }
 
-// retryFailedWrites queues, with backoff, the pods and static entries whose writes failed.
-func (c *Controller) retryFailedWrites(p plan, failures map[entryKey]error) {
-	retry := func(d *declaredEntry) {
-		if failures[d.key] == nil {
-			return
-		}
-		if d.declarer.podUID != "" {
-			c.podQueue.AddRateLimited(d.declarer.podUID)
-		} else {
-			c.staticQueue.AddRateLimited(d.declarer.name)
-		}
-	}
-	for _, d := range p.toCreate {
-		retry(d)
-	}
-	for _, u := range p.toUpdate {
-		retry(u.desired)
-	}
-	// A pod entry whose delete failed is still cached; the pod's sync deletes it again.
-	// Other leftovers wait for the next resync, the only path that deletes them.
-	for _, e := range p.toDelete {
-		if uid := podUIDOf(e); uid != "" && len(c.entries.forPod(uid)) > 0 {
-			c.podQueue.AddRateLimited(uid)
-		}
-	}
-}
-
-func (c *Controller) enqueueAllStatics() {
-	all, err := c.staticLister.List(labels.Everything())
+func (c *Controller) enqueueAllClusterStaticEntries() {
+	all, err := c.clusterStaticEntryLister.List(labels.Everything())
 	if err != nil {
 		return
 	}
 	for _, cse := range all {
-		c.staticQueue.Add(cse.Name)
+		c.clusterStaticEntryQueue.Add(cse.Name)
 	}
 }

@@ -35,7 +35,7 @@ func TestResyncRepairsOutOfBandChanges(t *testing.T) {
 	node := e.node("node")
 	e.pod(ns, "a", node.Name, nil)
 	e.pod(ns, "b", node.Name, nil)
-	e.identity("repair", spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("repair", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:  "spiffe://{{ .TrustDomain }}/repair/{{ .PodMeta.Name }}",
 		NamespaceSelector: sel(map[string]string{"kubernetes.io/metadata.name": ns}),
 		DNSNameTemplates:  []string{"{{ .PodMeta.Name }}.example.com"},

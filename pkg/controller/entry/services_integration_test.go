@@ -37,7 +37,7 @@ func TestAutoPopulateDNSNamesFollowsEndpointSlices(t *testing.T) {
 	ns := e.namespace("svc", nil)
 	node := e.node("node")
 	pod := e.pod(ns, "web-0", node.Name, map[string]string{"app": "web"})
-	e.identity("web", spirev1alpha1.ClusterSPIFFEIDSpec{
+	e.clusterSPIFFEID("web", spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:     "spiffe://{{ .TrustDomain }}/{{ .PodMeta.Name }}",
 		NamespaceSelector:    sel(map[string]string{"kubernetes.io/metadata.name": ns}),
 		DNSNameTemplates:     []string{"web-0.example.com"},

@@ -20,89 +20,54 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// syncIdentity fans a ClusterSPIFFEID change out to the pods it affects: those it applied to
-// before, as the outcome tracker remembers, and those it selects now.
-func (c *Controller) syncIdentity(ctx context.Context, name string) error {
-	before := c.outcomes.pods(name)
-	csid, err := c.csidLister.Get(name)
-	switch {
-	case apierrors.IsNotFound(err):
-		c.identities.forget(name)
-		c.enqueuePodUIDs(before)
-		return nil
-	case err != nil:
-		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
-	}
-	c.enqueuePodUIDs(before)
-	if !c.opts.ClassMatches(csid.Spec.ClassName) {
-		return nil
-	}
-	now, err := c.selectedPods(c.identities.get(csid))
-	if err != nil {
-		return err
-	}
-	c.enqueuePodUIDs(now)
-	klog.FromContext(ctx).V(2).Info("Fanned out ClusterSPIFFEID change", "podsBefore", len(before), "podsNow", len(now))
-	return nil
+// This file holds the only two status writers of the controller, one per kind. Neither writes
+// without an API (static mode) or in a dry run, which writes nothing anywhere.
+
+// writesStatus reports whether status may be written.
+func (c *Controller) writesStatus() bool {
+	return c.spireAPI != nil && !c.opts.DryRun
 }
 
-// selectedPods returns the pods an identity's selectors match outside ignored namespaces.
-func (c *Controller) selectedPods(id *podIdentity) ([]types.UID, error) {
-	namespaces, err := c.namespaceLister.List(id.namespaceSelector)
-	if err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
+// enqueueStatus schedules the status of ClusterSPIFFEIDs whose counters changed.
+func (c *Controller) enqueueStatus(names []string) {
+	for _, name := range names {
+		c.statusQueue.AddAfter(name, statusDelay)
 	}
-	var uids []types.UID
-	for _, ns := range namespaces {
-		if c.opts.IgnoreNamespace(ns.Name) {
-			continue
-		}
-		pods, err := c.podLister.Pods(ns.Name).List(id.podSelector)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
-		}
-		for _, pod := range pods {
-			uids = append(uids, pod.UID)
-		}
-	}
-	return uids, nil
 }
 
-// syncStatus writes a ClusterSPIFFEID's stats when they changed: namespace counts from the
-// listers, per-pod counts from the outcome tracker.
-func (c *Controller) syncStatus(ctx context.Context, name string) error {
-	csid, err := c.csidLister.Get(name)
+// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed: namespace
+// counts from the listers, per-pod counts from the reconciler's status counters.
+func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
+	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
 	}
-	if !c.opts.ClassMatches(csid.Spec.ClassName) {
+	if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
 		return nil
 	}
-	id := c.identities.get(csid)
+	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
-	if err := c.namespaceStats(id, &stats); err != nil {
+	if err := c.namespaceStats(compiled, &stats); err != nil {
 		return err
 	}
-	c.outcomes.stats(name, &stats)
-	updated := csid.DeepCopy()
+	c.reconciler.StatusCounters().Stats(name, &stats)
+	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
-	meta.SetStatusCondition(&updated.Status.Conditions, identityReadyCondition(id, stats, csid.Generation))
-	if apiequality.Semantic.DeepEqual(csid.Status, updated.Status) {
-		return nil
-	}
-	if c.spireAPI == nil {
+	meta.SetStatusCondition(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, clusterSPIFFEID.Generation))
+	if apiequality.Semantic.DeepEqual(clusterSPIFFEID.Status, updated.Status) || !c.writesStatus() {
 		return nil
 	}
 	if _, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
@@ -112,26 +77,23 @@ func (c *Controller) syncStatus(ctx context.Context, name string) error {
 	return nil
 }
 
-// conditionReady is the condition type that says whether a resource's entries are in SPIRE.
-const conditionReady = "Ready"
-
-// identityReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with a
-// reason and a message a person can act on.
-func identityReadyCondition(id *podIdentity, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
-	c := metav1.Condition{Type: conditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+// clusterSPIFFEIDReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with
+// a reason and a message a person can act on.
+func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	switch {
-	case id.err != nil:
-		c.Reason = "InvalidSpec"
-		c.Message = "No entry can be rendered: " + truncate(id.err.Error(), 1024)
+	case compiled.Err != nil:
+		c.Reason = spirev1alpha1.ReasonInvalidSpec
+		c.Message = "No entry can be rendered: " + truncate(compiled.Err.Error(), 1024)
 	case stats.PodEntryRenderFailures > 0:
-		c.Reason = "RenderFailed"
+		c.Reason = spirev1alpha1.ReasonRenderFailed
 		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
 			stats.PodEntryRenderFailures, stats.PodsSelected)
 	case stats.EntryFailures > 0:
-		c.Reason = "WriteFailed"
+		c.Reason = spirev1alpha1.ReasonWriteFailed
 		c.Message = fmt.Sprintf("SPIRE did not take %d of %d entries; they are retried", stats.EntryFailures, stats.EntriesToSet)
 	default:
-		c.Status, c.Reason = metav1.ConditionTrue, "EntriesSet"
+		c.Status, c.Reason = metav1.ConditionTrue, spirev1alpha1.ReasonEntriesSet
 		c.Message = fmt.Sprintf("SPIRE holds the entries of all %d selected pods", stats.EntriesToSet)
 		if stats.EntriesMasked > 0 {
 			c.Message += fmt.Sprintf("; %d more are masked by older resources declaring the same entries", stats.EntriesMasked)
@@ -140,9 +102,10 @@ func identityReadyCondition(id *podIdentity, stats spirev1alpha1.ClusterSPIFFEID
 	return c
 }
 
-// namespaceStats counts the namespaces an identity selects and, of those, the ignored ones.
-func (c *Controller) namespaceStats(id *podIdentity, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
-	namespaces, err := c.namespaceLister.List(id.namespaceSelector)
+// namespaceStats counts the namespaces a ClusterSPIFFEID selects and, of those, the ignored
+// ones.
+func (c *Controller) namespaceStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
+	namespaces, err := c.namespaceLister.List(compiled.NamespaceSelector)
 	if err != nil {
 		return fmt.Errorf("listing namespaces: %w", err)
 	}
@@ -154,4 +117,60 @@ func (c *Controller) namespaceStats(id *podIdentity, stats *spirev1alpha1.Cluste
 		}
 	}
 	return nil
+}
+
+// updateClusterStaticEntryStatus writes a ClusterStaticEntry's status when it changed. An
+// invalid spec or a failed write is also told in a Warning Event at every sync (client-go
+// aggregates repeats); masking, when it starts.
+func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name string, o clusterStaticEntryOutcome) error {
+	cse, err := c.clusterStaticEntryLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("getting ClusterStaticEntry %s: %w", name, err)
+	}
+	ready := o.readyCondition(cse.Generation)
+	if ready.Reason == spirev1alpha1.ReasonInvalidSpec || ready.Reason == spirev1alpha1.ReasonWriteFailed {
+		c.events.Recorder.Event(cse, corev1.EventTypeWarning, ready.Reason, ready.Message)
+	}
+	updated := cse.DeepCopy()
+	updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
+	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	if apiequality.Semantic.DeepEqual(cse.Status, updated.Status) {
+		return nil
+	}
+	if o.masked && !cse.Status.Masked {
+		c.events.Recorder.Event(cse, corev1.EventTypeWarning, spirev1alpha1.ReasonMasked, ready.Message)
+	}
+	if !c.writesStatus() {
+		return nil
+	}
+	if _, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "ready", ready.Status, "reason", ready.Reason)
+	return nil
+}
+
+// readyCondition is the Ready condition a ClusterStaticEntry's outcome amounts to.
+func (o clusterStaticEntryOutcome) readyCondition(generation int64) metav1.Condition {
+	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	switch {
+	case !o.rendered:
+		c.Reason, c.Message = spirev1alpha1.ReasonInvalidSpec, "The entry is not written: "+truncate(errString(o.err), 1024)
+	case o.masked:
+		c.Reason, c.Message = spirev1alpha1.ReasonMasked, "An older resource declares the same entry (SPIFFE ID, parent ID and selectors); it is the one written"
+	case !o.set:
+		c.Reason, c.Message = spirev1alpha1.ReasonWriteFailed, "SPIRE did not take the entry: "+truncate(errString(o.err), 1024)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, spirev1alpha1.ReasonEntrySet, "SPIRE holds the entry as declared"
+	}
+	return c
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
 }

@@ -21,43 +21,42 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
 // gone, or no longer eligible, declares nothing, so its entries are deleted.
 func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
-	c.resyncLock.RLock()
-	defer c.resyncLock.RUnlock()
-
 	pod, err := c.podByUID(uid)
 	if err != nil {
 		return err
 	}
-	identities, err := c.activeIdentities()
+	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()
 	if err != nil {
 		return err
 	}
-	var declared []*declaredEntry
-	var outs podOutcomes
+	var declared []*render.DeclaredEntry
+	var renderFailures []string
 	if pod != nil {
-		declared, outs = c.declarePod(ctx, pod, identities)
+		declared, renderFailures = c.declarePod(ctx, pod, clusterSPIFFEIDs)
 	}
-	p := reconcile(declared, c.entries.forPod(uid), c.fieldSupport.get())
-	failures, err := c.finalize(ctx, p)
+	res, err := c.reconciler.Sync(ctx, reconciler.PodScope(uid, renderFailures...), declared)
 	if pod != nil {
-		c.reportWriteFailures(pod, declared, failures)
+		c.reportWriteFailures(pod, declared, res.Failures)
 	}
-	byPod := map[types.UID]podOutcomes{uid: outs}
-	recordPlanOutcomes(byPod, p, failures)
-	c.recordOutcomes(uid, byPod[uid])
+	c.enqueueStatus(res.StatusChanged)
 	return err
 }
 
@@ -75,35 +74,35 @@ func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
 	return nil, nil
 }
 
-// activeIdentities returns the compiled ClusterSPIFFEIDs of this controller's class, oldest
-// first.
-func (c *Controller) activeIdentities() ([]*podIdentity, error) {
+// activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
+// oldest first.
+func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
 	if c.opts.IgnoreClusterSPIFFEIDs {
 		return nil, nil
 	}
-	csids, err := c.csidLister.List(labels.Everything())
+	all, err := c.clusterSPIFFEIDLister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
 	}
-	ids := make([]*podIdentity, 0, len(csids))
-	for _, csid := range csids {
-		if csid.DeletionTimestamp != nil || !c.opts.ClassMatches(csid.Spec.ClassName) {
+	active := make([]*render.ClusterSPIFFEID, 0, len(all))
+	for _, clusterSPIFFEID := range all {
+		if clusterSPIFFEID.DeletionTimestamp != nil || !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
 			continue
 		}
-		ids = append(ids, c.identities.get(csid))
+		active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
 	}
-	slices.SortFunc(ids, func(a, b *podIdentity) int { return a.declarer("").compare(b.declarer("")) })
-	return ids, nil
+	slices.SortFunc(active, func(a, b *render.ClusterSPIFFEID) int { return a.Declarer("").Compare(b.Declarer("")) })
+	return active, nil
 }
 
-// declarePod renders the entries the identities declare for a pod. Pods that run nowhere yet,
-// have finished, or live in an ignored namespace declare nothing, and so do pods whose
+// declarePod renders the entries the ClusterSPIFFEIDs declare for a pod. Pods that run nowhere
+// yet, have finished, or live in an ignored namespace declare nothing, and so do pods whose
 // namespace or node the informers do not know yet: their events will bring the pod back.
-func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities []*podIdentity) ([]*declaredEntry, podOutcomes) {
-	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return nil, nil
-	}
-	if c.opts.IgnoreNamespace(pod.Namespace) {
+//
+// It also returns the names of the ClusterSPIFFEIDs that apply to the pod but rendered no
+// entry for it; each is counted, logged and told in an Event.
+func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPIFFEIDs []*render.ClusterSPIFFEID) ([]*render.DeclaredEntry, []string) {
+	if !render.PodDeclaresEntries(pod) || c.opts.IgnoreNamespace(pod.Namespace) {
 		return nil, nil
 	}
 	logger := klog.FromContext(ctx)
@@ -117,28 +116,35 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, identities
 		logNotFound(logger, err, "Node of pod not in cache yet", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
 		return nil, nil
 	}
+	endpointSlices, err := c.endpointSlicesOf(pod)
+	if err != nil {
+		logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
+	}
 
-	applicable := applicableIdentities(identities, ns, pod)
-	var services []string
-	if slices.ContainsFunc(applicable, func(id *podIdentity) bool { return id.spec.AutoPopulateDNSNames }) {
-		if services, err = servicesOfPod(c.sliceIndexer, pod.Namespace, pod.Name); err != nil {
-			logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
+	declared, failures := c.renderer.PodEntries(clusterSPIFFEIDs, pod, ns, node, endpointSlices)
+	var failed []string
+	for _, f := range failures {
+		failed = append(failed, f.ClusterSPIFFEID.Name)
+		metrics.RenderFailures.WithLabelValues(render.KindClusterSPIFFEID).Inc()
+		logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", f.ClusterSPIFFEID.Name, "pod", klog.KObj(pod), "err", f.Err)
+		c.reportRenderFailure(f.ClusterSPIFFEID.Name, pod, f.Err)
+	}
+	return declared, failed
+}
+
+// endpointSlicesOf returns the EndpointSlices that target a pod.
+func (c *Controller) endpointSlicesOf(pod *corev1.Pod) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := c.sliceIndexer.ByIndex(endpointSlicePodIndex, pod.Namespace+"/"+pod.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, slice)
 		}
 	}
-	var declared []*declaredEntry
-	outs := podOutcomes{}
-	for _, id := range applicable {
-		e, err := c.renderer.renderPodEntry(id, pod, node, services)
-		if err != nil {
-			outs[id.name] = outcomeRenderFailure
-			metrics.RenderFailures.WithLabelValues(kindClusterSPIFFEID).Inc()
-			logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", id.name, "pod", klog.KObj(pod), "err", err)
-			c.reportRenderFailure(id, pod, err)
-			continue
-		}
-		declared = append(declared, newDeclaredEntry(e, id.declarer(pod.UID)))
-	}
-	return declared, outs
+	return out, nil
 }
 
 func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
@@ -149,64 +155,27 @@ func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
 	logger.Error(err, msg, kv...)
 }
 
-// recordPlanOutcomes sets, in byPod, the outcome of every entry a ClusterSPIFFEID declared
-// for a pod in the plan, given the write failures.
-func recordPlanOutcomes(byPod map[types.UID]podOutcomes, p plan, failures map[entryKey]error) {
-	set := func(d *declaredEntry, o outcome) {
-		if d.declarer.kind != kindClusterSPIFFEID {
-			return
-		}
-		if o == outcomeSet && failures[d.key] != nil {
-			o = outcomeEntryFailure
-		}
-		if byPod[d.declarer.podUID] == nil {
-			byPod[d.declarer.podUID] = podOutcomes{}
-		}
-		byPod[d.declarer.podUID][d.declarer.name] = o
-	}
-	for _, d := range p.toCreate {
-		set(d, outcomeSet)
-	}
-	for _, u := range p.toUpdate {
-		set(u.desired, outcomeSet)
-	}
-	for _, d := range p.inSync {
-		set(d, outcomeSet)
-	}
-	for _, d := range p.masked {
-		set(d, outcomeMasked)
-	}
-}
-
-// recordOutcomes stores a pod's outcomes and schedules the status of every ClusterSPIFFEID
-// whose counters changed.
-func (c *Controller) recordOutcomes(uid types.UID, outs podOutcomes) {
-	for _, name := range c.outcomes.record(uid, outs) {
-		c.statusQueue.AddAfter(name, statusDelay)
-	}
-}
-
 // reportRenderFailure tells the ClusterSPIFFEID's owner why a pod got no entry. Events about
 // one object are rate limited and aggregated by client-go, so a template broken for thousands
 // of pods does not flood the API.
-func (c *Controller) reportRenderFailure(id *podIdentity, pod *corev1.Pod, err error) {
-	csid, getErr := c.csidLister.Get(id.name)
+func (c *Controller) reportRenderFailure(name string, pod *corev1.Pod, err error) {
+	clusterSPIFFEID, getErr := c.clusterSPIFFEIDLister.Get(name)
 	if getErr != nil {
 		return
 	}
-	c.recorder.Eventf(csid, corev1.EventTypeWarning, "RenderFailed",
+	c.events.Recorder.Eventf(clusterSPIFFEID, corev1.EventTypeWarning, spirev1alpha1.ReasonRenderFailed,
 		"Cannot render entry for pod %s/%s: %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
 }
 
 // reportWriteFailures tells each ClusterSPIFFEID whose entry for the pod SPIRE did not take.
-func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*declaredEntry, failures map[entryKey]error) {
+func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*render.DeclaredEntry, failures map[render.Key]error) {
 	for _, d := range declared {
-		err := failures[d.key]
-		if err == nil || d.declarer.kind != kindClusterSPIFFEID {
+		err := failures[d.Key]
+		if err == nil || d.Declarer.Kind != render.KindClusterSPIFFEID {
 			continue
 		}
-		if csid, getErr := c.csidLister.Get(d.declarer.name); getErr == nil {
-			c.recorder.Eventf(csid, corev1.EventTypeWarning, "WriteFailed",
+		if clusterSPIFFEID, getErr := c.clusterSPIFFEIDLister.Get(d.Declarer.Name); getErr == nil {
+			c.events.Recorder.Eventf(clusterSPIFFEID, corev1.EventTypeWarning, spirev1alpha1.ReasonWriteFailed,
 				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
 		}
 	}
@@ -217,4 +186,83 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it
+// applied to before, as the reconciler's status counters remember, and those it selects now.
+func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error {
+	before := c.reconciler.StatusCounters().Pods(name)
+	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.clusterSPIFFEIDs.forget(name)
+		c.enqueuePodUIDs(before)
+		return nil
+	case err != nil:
+		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
+	}
+	c.enqueuePodUIDs(before)
+	if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
+		return nil
+	}
+	now, err := c.selectedPods(c.clusterSPIFFEIDs.get(clusterSPIFFEID))
+	if err != nil {
+		return err
+	}
+	c.enqueuePodUIDs(now)
+	klog.FromContext(ctx).V(2).Info("Fanned out ClusterSPIFFEID change", "podsBefore", len(before), "podsNow", len(now))
+	return nil
+}
+
+// selectedPods returns the pods a ClusterSPIFFEID's selectors match outside ignored
+// namespaces.
+func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]types.UID, error) {
+	namespaces, err := c.namespaceLister.List(clusterSPIFFEID.NamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	var uids []types.UID
+	for _, ns := range namespaces {
+		if c.opts.IgnoreNamespace(ns.Name) {
+			continue
+		}
+		pods, err := c.podLister.Pods(ns.Name).List(clusterSPIFFEID.PodSelector)
+		if err != nil {
+			return nil, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
+		}
+		for _, pod := range pods {
+			uids = append(uids, pod.UID)
+		}
+	}
+	return uids, nil
+}
+
+// clusterSPIFFEIDCache keeps compiled ClusterSPIFFEIDs across syncs, recompiling one only when
+// its UID or generation changes (status writes do not change the generation).
+type clusterSPIFFEIDCache struct {
+	mu    sync.Mutex
+	items map[string]*render.ClusterSPIFFEID
+}
+
+func newClusterSPIFFEIDCache() *clusterSPIFFEIDCache {
+	return &clusterSPIFFEIDCache{items: map[string]*render.ClusterSPIFFEID{}}
+}
+
+// get returns the compiled form of a ClusterSPIFFEID.
+func (c *clusterSPIFFEIDCache) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation {
+		return compiled
+	}
+	compiled := render.CompileClusterSPIFFEID(in)
+	c.items[in.Name] = compiled
+	return compiled
+}
+
+// forget drops a deleted ClusterSPIFFEID.
+func (c *clusterSPIFFEIDCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.items, name)
 }

@@ -14,15 +14,19 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package render
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -41,13 +45,13 @@ func testNode() *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid-1"}}
 }
 
-func testIdentity(spec spirev1alpha1.ClusterSPIFFEIDSpec) *podIdentity {
-	return compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "csid", UID: "u"}, Spec: spec})
+func testClusterSPIFFEID(spec spirev1alpha1.ClusterSPIFFEIDSpec) *ClusterSPIFFEID {
+	return CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}, Spec: spec})
 }
 
-func newTestRenderer(t *testing.T, parentIDTemplate string) *renderer {
+func newTestRenderer(t *testing.T, parentIDTemplate string) *Renderer {
 	t.Helper()
-	r, err := newRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "demo", "cluster.local", parentIDTemplate)
+	r, err := NewRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "demo", "cluster.local", parentIDTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +62,7 @@ const nsSATemplate = "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa
 
 func TestRenderPodEntry(t *testing.T) {
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
-	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{
+	clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate:          nsSATemplate,
 		DNSNameTemplates:          []string{"{{ .PodMeta.Name }}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}", "web.example.com", "web.example.com"},
 		WorkloadSelectorTemplates: []string{"k8s:ns:{{ .PodMeta.Namespace }}", "k8s:pod-label:app:{{ index .PodMeta.Labels \"app\" }}"},
@@ -68,31 +72,26 @@ func TestRenderPodEntry(t *testing.T) {
 		Admin:                     true,
 		Hint:                      "web",
 	})
-	e, err := r.renderPodEntry(id, testPod(), testNode(), nil)
+	got, err := r.PodEntry(clusterSPIFFEID, testPod(), testNode(), nil)
 	if err != nil {
-		t.Fatalf("renderPodEntry: %v", err)
+		t.Fatalf("PodEntry: %v", err)
 	}
-	if got := spiffeIDString(e.SpiffeId); got != "spiffe://example.org/ns/production/sa/web-server" {
-		t.Errorf("SPIFFE ID = %s", got)
+	want := &spiretypes.Entry{
+		SpiffeId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/ns/production/sa/web-server"},
+		ParentId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/spire/agent/k8s_psat/demo/node-uid-1"},
+		Selectors: []*spiretypes.Selector{
+			{Type: "k8s", Value: "pod-uid:pod-uid-1"}, {Type: "k8s", Value: "ns:production"}, {Type: "k8s", Value: "pod-label:app:web-server"}},
+		X509SvidTtl: 3600,
+		JwtSvidTtl:  300,
+		// Bare trust domain names, as SPIRE keeps them.
+		FederatesWith: []string{"partner.org", "other.org"},
+		Admin:         true,
+		// In template order, deduplicated: the first becomes the SVID's common name.
+		DnsNames: []string{"web-0.production.svc.cluster.local", "web.example.com"},
+		Hint:     "web",
 	}
-	if got := spiffeIDString(e.ParentId); got != "spiffe://example.org/spire/agent/k8s_psat/demo/node-uid-1" {
-		t.Errorf("parent ID = %s", got)
-	}
-	var selectors []string
-	for _, s := range e.Selectors {
-		selectors = append(selectors, s.Type+":"+s.Value)
-	}
-	if got, want := strings.Join(selectors, " "), "k8s:pod-uid:pod-uid-1 k8s:ns:production k8s:pod-label:app:web-server"; got != want {
-		t.Errorf("selectors = %s, want %s", got, want)
-	}
-	if got, want := strings.Join(e.DnsNames, " "), "web-0.production.svc.cluster.local web.example.com"; got != want {
-		t.Errorf("DNS names = %s, want %s (in template order, deduplicated)", got, want)
-	}
-	if e.X509SvidTtl != 3600 || e.JwtSvidTtl != 300 || !e.Admin || e.Hint != "web" {
-		t.Errorf("copied fields wrong: %v", e)
-	}
-	if got := strings.Join(e.FederatesWith, ","); got != "partner.org,other.org" {
-		t.Errorf("federatesWith = %s, want bare trust domain names", got)
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("PodEntry mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -138,7 +137,7 @@ func TestRenderFailures(t *testing.T) {
 				parentID = config.DefaultParentIDTemplate
 			}
 			r := newTestRenderer(t, parentID)
-			e, err := r.renderPodEntry(testIdentity(tc.spec), testPod(), testNode(), nil)
+			e, err := r.PodEntry(testClusterSPIFFEID(tc.spec), testPod(), testNode(), nil)
 			if err == nil {
 				t.Fatalf("rendered %v, want an error", e)
 			}
@@ -149,33 +148,32 @@ func TestRenderFailures(t *testing.T) {
 	}
 }
 
-func TestApplicableIdentities(t *testing.T) {
+func TestApplicableClusterSPIFFEIDs(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "production", Labels: map[string]string{"env": "production"}}}
 	pod := testPod()
-	mk := func(name string, fallback bool, podLabels map[string]string) *podIdentity {
-		id := compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+	mk := func(name string, fallback bool, podLabels map[string]string) *ClusterSPIFFEID {
+		return CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: nsSATemplate, Fallback: fallback,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "production"}},
 			PodSelector:       &metav1.LabelSelector{MatchLabels: podLabels},
 		}})
-		return id
 	}
 	web := map[string]string{"app": "web-server"}
 	other := map[string]string{"app": "other"}
 	for _, tc := range []struct {
 		name string
-		ids  []*podIdentity
+		all  []*ClusterSPIFFEID
 		want string
 	}{
-		{"regular selects", []*podIdentity{mk("a", false, web), mk("b", false, other)}, "a"},
-		{"fallback only when nothing else applies", []*podIdentity{mk("fb", true, web), mk("b", false, other)}, "fb"},
-		{"fallback yields to a regular one", []*podIdentity{mk("fb", true, web), mk("a", false, web)}, "a"},
-		{"no selector selects everything", []*podIdentity{compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "all"}})}, "all"},
+		{"regular selects", []*ClusterSPIFFEID{mk("a", false, web), mk("b", false, other)}, "a"},
+		{"fallback only when nothing else applies", []*ClusterSPIFFEID{mk("fb", true, web), mk("b", false, other)}, "fb"},
+		{"fallback yields to a regular one", []*ClusterSPIFFEID{mk("fb", true, web), mk("a", false, web)}, "a"},
+		{"no selector selects everything", []*ClusterSPIFFEID{CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "all"}})}, "all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, id := range applicableIdentities(tc.ids, ns, pod) {
-				got = append(got, id.name)
+			for _, c := range ApplicableClusterSPIFFEIDs(tc.all, ns, pod) {
+				got = append(got, c.Name)
 			}
 			if strings.Join(got, ",") != tc.want {
 				t.Errorf("applicable = %v, want %s", got, tc.want)
@@ -190,7 +188,7 @@ func TestRenderStaticEntryRejects(t *testing.T) {
 		return spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server",
 			Selectors: []string{"unix:uid:999"}}
 	}
-	if _, err := r.renderStaticEntry(&spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db",
+	if _, err := r.staticEntry(&spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db",
 		ParentID: "spiffe://example.org/spire/server", Selectors: []string{"k8s:pod-label:app:a:b"}}); err != nil {
 		t.Fatalf("valid spec rejected: %v", err)
 	}
@@ -214,7 +212,7 @@ func TestRenderStaticEntryRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := valid()
 			tc.mutate(&spec)
-			if _, err := r.renderStaticEntry(&spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := r.staticEntry(&spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error = %v, want one naming %s", err, tc.want)
 			}
 		})
@@ -223,9 +221,9 @@ func TestRenderStaticEntryRejects(t *testing.T) {
 
 func TestAutoPopulateDNSNames(t *testing.T) {
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
-	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, AutoPopulateDNSNames: true,
+	clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, AutoPopulateDNSNames: true,
 		DNSNameTemplates: []string{"web.example.com", "web.production"}})
-	e, err := r.renderPodEntry(id, testPod(), testNode(), []string{"web", "api"})
+	e, err := r.PodEntry(clusterSPIFFEID, testPod(), testNode(), []string{"web", "api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,19 +232,141 @@ func TestAutoPopulateDNSNames(t *testing.T) {
 	if got := strings.Join(e.DnsNames, " "); got != want {
 		t.Errorf("DNS names = %s\nwant        %s (templated first, then sorted service names, no repeats)", got, want)
 	}
-	noDomain, err := newRenderer(r.trustDomain, "demo", "", config.DefaultParentIDTemplate)
+	noDomain, err := NewRenderer(r.trustDomain, "demo", "", config.DefaultParentIDTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err = noDomain.renderPodEntry(id, testPod(), testNode(), []string{"web"})
+	e, err = noDomain.PodEntry(clusterSPIFFEID, testPod(), testNode(), []string{"web"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(e.DnsNames, " "); got != "web.example.com web.production web web.production.svc" {
 		t.Errorf("without a cluster domain: %s", got)
 	}
-	off := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate})
-	if e, _ := r.renderPodEntry(off, testPod(), testNode(), []string{"web"}); len(e.DnsNames) != 0 {
+	off := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate})
+	if e, _ := r.PodEntry(off, testPod(), testNode(), []string{"web"}); len(e.DnsNames) != 0 {
 		t.Errorf("autoPopulateDNSNames off still added %v", e.DnsNames)
+	}
+}
+
+func TestStaticEntry(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cse := &spirev1alpha1.ClusterStaticEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", CreationTimestamp: created},
+		Spec: spirev1alpha1.ClusterStaticEntrySpec{
+			SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server",
+			Selectors: []string{"unix:uid:999", "k8s:pod-label:app:a:b"}, FederatesWith: []string{"spiffe://partner.org"},
+			DNSNames: []string{"db.example.com", "db.example.com", "db"}, X509SVIDTTL: metav1.Duration{Duration: time.Hour},
+			Hint: "db", StoreSVID: true,
+		},
+	}
+	got, err := r.StaticEntry(cse)
+	if err != nil {
+		t.Fatalf("StaticEntry: %v", err)
+	}
+	wantEntry := &spiretypes.Entry{
+		SpiffeId:      &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/db"},
+		ParentId:      &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/spire/server"},
+		Selectors:     []*spiretypes.Selector{{Type: "unix", Value: "uid:999"}, {Type: "k8s", Value: "pod-label:app:a:b"}},
+		X509SvidTtl:   3600,
+		FederatesWith: []string{"partner.org"},
+		DnsNames:      []string{"db.example.com", "db"},
+		Hint:          "db",
+		StoreSvid:     true,
+	}
+	want := &DeclaredEntry{Entry: wantEntry, Key: KeyOf(wantEntry),
+		Declarer: Declarer{Kind: KindClusterStaticEntry, Name: "db", Created: created.Time}}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("StaticEntry mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func endpointSlice(namespace, name, service string, targets ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if service != "" {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
+	}
+	for _, target := range targets {
+		ns, pod, _ := strings.Cut(target, "/")
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod}})
+	}
+	return s
+}
+
+func TestServicesOfPod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		slices []*discoveryv1.EndpointSlice
+		want   []string
+	}{
+		{name: "no slices"},
+		{name: "sorted and deduplicated", want: []string{"api", "web"}, slices: []*discoveryv1.EndpointSlice{
+			endpointSlice("production", "web-1", "web", "production/web-0"),
+			endpointSlice("production", "web-2", "web", "production/web-0", "production/web-1"),
+			endpointSlice("production", "api-1", "api", "production/web-0"),
+		}},
+		{name: "slices of other pods", slices: []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "web", "production/web-1")}},
+		{name: "slice in another namespace", slices: []*discoveryv1.EndpointSlice{endpointSlice("other", "web-1", "web", "production/web-0")}},
+		{name: "slice of no Service", slices: []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "", "production/web-0")}},
+		{name: "target without namespace is the slice's", want: []string{"web"},
+			slices: []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "web", "/web-0")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ServicesOfPod(tc.slices, "production", "web-0")
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ServicesOfPod mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodEntries(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "production"}}
+	web := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, AutoPopulateDNSNames: true})
+	broken := CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "broken"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://evil.org/x"}})
+	other := CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}}})
+	slices := []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "web", "production/web-0")}
+
+	declared, failures := r.PodEntries([]*ClusterSPIFFEID{web, broken, other}, testPod(), ns, testNode(), slices)
+
+	wantEntry, err := r.PodEntry(web, testPod(), testNode(), []string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*DeclaredEntry{NewDeclaredEntry(wantEntry, web.Declarer("pod-uid-1"))}
+	if diff := cmp.Diff(want, declared, protocmp.Transform()); diff != "" {
+		t.Errorf("declared mismatch (-want +got):\n%s", diff)
+	}
+	if got := wantEntry.GetDnsNames(); !strings.Contains(strings.Join(got, " "), "web.production.svc.cluster.local") {
+		t.Errorf("DNS names %v lack the Service's", got)
+	}
+	if len(failures) != 1 || failures[0].ClusterSPIFFEID != broken || !strings.Contains(failures[0].Err.Error(), "spiffeIDTemplate") {
+		t.Errorf("failures = %+v, want one of %q naming spiffeIDTemplate", failures, broken.Name)
+	}
+}
+
+func TestPodDeclaresEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   bool
+	}{
+		{"running", func(*corev1.Pod) {}, true},
+		{"pending on a node", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, true},
+		{"not scheduled", func(p *corev1.Pod) { p.Spec.NodeName = "" }, false},
+		{"succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, false},
+		{"failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod()
+			tc.mutate(pod)
+			if got := PodDeclaresEntries(pod); got != tc.want {
+				t.Errorf("PodDeclaresEntries = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

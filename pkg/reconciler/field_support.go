@@ -14,11 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"fmt"
 	"slices"
+	"sync"
+
+	"k8s.io/klog/v2"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/protobuf/proto"
@@ -88,4 +91,48 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// unsupportedFields are the optional entry fields the connected SPIRE server does not keep.
+// Older servers drop jwtSvidTtl, hint and storeSvid; comparing them would update the same
+// entries at every sync, for ever.
+type unsupportedFields struct {
+	jwtSVIDTTL, hint, storeSVID bool
+}
+
+// fieldSupport learns which optional fields the server keeps from what it echoes back after
+// the controller's own writes. Unlike spire-controller-manager, which creates and deletes a
+// probe entry at every start, it writes nothing of its own.
+type fieldSupport struct {
+	mu          sync.Mutex
+	unsupported unsupportedFields
+}
+
+// learn compares an entry as sent with the server's echo of it. A field sent set and echoed
+// unset is not kept by the server; one echoed set is.
+func (f *fieldSupport) learn(logger klog.Logger, sent, echoed *spiretypes.Entry) {
+	if sent == nil || echoed == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	update := func(name string, flag *bool, sentSet, echoedSet bool) {
+		if !sentSet {
+			return
+		}
+		if unsupported := !echoedSet; unsupported != *flag {
+			*flag = unsupported
+			logger.Info("Learned whether SPIRE keeps an entry field", "field", name, "kept", !unsupported)
+		}
+	}
+	update("jwtSvidTtl", &f.unsupported.jwtSVIDTTL, sent.GetJwtSvidTtl() != 0, echoed.GetJwtSvidTtl() != 0)
+	update("hint", &f.unsupported.hint, sent.GetHint() != "", echoed.GetHint() != "")
+	update("storeSvid", &f.unsupported.storeSVID, sent.GetStoreSvid(), echoed.GetStoreSvid())
+}
+
+// get returns the fields known not to be kept.
+func (f *fieldSupport) get() unsupportedFields {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unsupported
 }

@@ -14,13 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"sync"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // entryCache is the controller's view of the entries it owns in SPIRE. SPIRE has no watch, so
@@ -36,14 +38,14 @@ type entryCache struct {
 	byID  map[string]*spiretypes.Entry
 	byPod map[types.UID]map[string]*spiretypes.Entry
 	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
-	byKey map[entryKey]map[string]*spiretypes.Entry
+	byKey map[render.Key]map[string]*spiretypes.Entry
 }
 
 func newEntryCache() *entryCache {
 	return &entryCache{
 		byID:  map[string]*spiretypes.Entry{},
 		byPod: map[types.UID]map[string]*spiretypes.Entry{},
-		byKey: map[entryKey]map[string]*spiretypes.Entry{},
+		byKey: map[render.Key]map[string]*spiretypes.Entry{},
 	}
 }
 
@@ -53,7 +55,7 @@ func (c *entryCache) replace(entries []*spiretypes.Entry) {
 	defer c.mu.Unlock()
 	c.byID = make(map[string]*spiretypes.Entry, len(entries))
 	c.byPod = make(map[types.UID]map[string]*spiretypes.Entry, len(entries))
-	c.byKey = map[entryKey]map[string]*spiretypes.Entry{}
+	c.byKey = map[render.Key]map[string]*spiretypes.Entry{}
 	for _, e := range entries {
 		c.putLocked(e)
 	}
@@ -76,10 +78,10 @@ func (c *entryCache) remove(id string) {
 
 func (c *entryCache) putLocked(e *spiretypes.Entry) {
 	c.byID[e.GetId()] = e
-	if uid := podUIDOf(e); uid != "" {
+	if uid := render.PodUIDOf(e); uid != "" {
 		addToIndex(c.byPod, uid, e)
 	} else {
-		addToIndex(c.byKey, keyOf(e), e)
+		addToIndex(c.byKey, render.KeyOf(e), e)
 	}
 }
 
@@ -89,10 +91,10 @@ func (c *entryCache) removeLocked(id string) {
 		return
 	}
 	delete(c.byID, id)
-	if uid := podUIDOf(e); uid != "" {
+	if uid := render.PodUIDOf(e); uid != "" {
 		removeFromIndex(c.byPod, uid, id)
 	} else {
-		removeFromIndex(c.byKey, keyOf(e), id)
+		removeFromIndex(c.byKey, render.KeyOf(e), id)
 	}
 }
 
@@ -118,7 +120,7 @@ func (c *entryCache) forPod(uid types.UID) []*spiretypes.Entry {
 }
 
 // forKey returns the entries of no pod that have a key.
-func (c *entryCache) forKey(k entryKey) []*spiretypes.Entry {
+func (c *entryCache) forKey(k render.Key) []*spiretypes.Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return values(c.byKey[k])

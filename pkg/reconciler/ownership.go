@@ -14,13 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"strings"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // ownership decides which of SPIRE's entries are the controller's. Several controllers (or
@@ -44,7 +46,7 @@ func (o ownership) owns(e *spiretypes.Entry) bool {
 	if isJoinTokenEntry(e) {
 		return false
 	}
-	if isPod := podUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
+	if isPod := render.PodUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
 		return false
 	}
 	return o.prefix == "" || strings.HasPrefix(e.GetId(), o.prefix+".")
@@ -68,4 +70,21 @@ func (o ownership) newID() string {
 		return ""
 	}
 	return o.prefix + "." + string(uuid.NewUUID())
+}
+
+// joinTokenAgentPath is where SPIRE puts agents attested by join token.
+const joinTokenAgentPath = "/spire/agent/join_token/"
+
+// isJoinTokenEntry reports whether SPIRE made the entry for an agent attested with a join
+// token. Such entries are the operator's, declared by no resource, and must never be deleted.
+func isJoinTokenEntry(e *spiretypes.Entry) bool {
+	if !strings.HasPrefix(e.GetParentId().GetPath(), joinTokenAgentPath) {
+		return false
+	}
+	for _, s := range e.GetSelectors() {
+		if s.GetType() == "spiffe_id" {
+			return true
+		}
+	}
+	return false
 }

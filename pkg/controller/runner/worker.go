@@ -14,9 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package runner holds the work loop every spire-registrar controller shares: a named
-// rate-limited queue, the worker that syncs its keys with kube-controller-manager's retry
-// policy, and the full resyncs against SPIRE at start and on an interval.
 package runner
 
 import (
@@ -25,7 +22,6 @@ import (
 
 	"golang.org/x/time/rate"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -91,37 +87,4 @@ func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimit
 	}
 	queue.Forget(key)
 	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after retries; the next resync will retry it", "retries", MaxRetries)
-}
-
-// UntilSucceeded runs resync, retrying with backoff (100ms doubling to 30s) until it succeeds,
-// and reports whether it did before ctx ended.
-func UntilSucceeded(ctx context.Context, resync func(context.Context) error) bool {
-	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		if err := resync(ctx); err != nil {
-			logger.Error(err, "Initial resync failed; retrying")
-			return false, nil
-		}
-		return true, nil
-	})
-	return err == nil
-}
-
-// Every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
-// server spread their lists), the first time one interval from now, until ctx ends. A failed
-// resync is retried at the next interval; meanwhile events are handled from the caches.
-func Every(ctx context.Context, interval time.Duration, resync func(context.Context) error) {
-	for {
-		timer := time.NewTimer(wait.Jitter(interval, 0.1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		if err := resync(ctx); err != nil {
-			klog.FromContext(ctx).Error(err, "Full resync failed")
-		}
-	}
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -31,16 +32,16 @@ import (
 // before deletes, so a pod whose entry changes is never left without one — and keeps the entry
 // cache equal to what SPIRE answered. It returns the write failures by entry key; the error
 // aggregates every failure so the key is retried.
-func (c *Controller) finalize(ctx context.Context, p plan) (map[entryKey]error, error) {
-	c.logPlan(ctx, p)
-	w := &planWriter{cache: c.entries, client: c.spire, ownership: c.ownership, support: c.fieldSupport,
-		logger: klog.FromContext(ctx), failures: map[entryKey]error{}}
-	w.create(ctx, p.toCreate)
-	w.update(ctx, p.toUpdate)
-	w.delete(ctx, p.toDelete)
-	if n := len(p.toCreate) + len(p.toUpdate) + len(p.toDelete); n > 0 {
+func (r *Reconciler) finalize(ctx context.Context, p Plan) (map[render.Key]error, error) {
+	logPlan(ctx, p, r.dryRun)
+	w := &planWriter{cache: r.cache, client: r.client, ownership: r.ownership, support: r.fieldSupport,
+		logger: klog.FromContext(ctx), failures: map[render.Key]error{}}
+	w.create(ctx, p.ToCreate)
+	w.update(ctx, p.ToUpdate)
+	w.delete(ctx, p.ToDelete)
+	if n := len(p.ToCreate) + len(p.ToUpdate) + len(p.ToDelete); n > 0 {
 		klog.FromContext(ctx).V(2).Info("Applied entry plan",
-			"created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete), "errors", len(w.errs))
+			"created", len(p.ToCreate), "updated", len(p.ToUpdate), "deleted", len(p.ToDelete), "errors", len(w.errs))
 	}
 	return w.failures, utilerrors.NewAggregate(w.errs)
 }
@@ -52,33 +53,33 @@ type planWriter struct {
 	ownership ownership
 	support   *fieldSupport
 	logger    klog.Logger
-	failures  map[entryKey]error
+	failures  map[render.Key]error
 	errs      []error
 }
 
-func (w *planWriter) fail(key entryKey, err error) {
+func (w *planWriter) fail(key render.Key, err error) {
 	if key != "" {
 		w.failures[key] = err
 	}
 	w.errs = append(w.errs, err)
 }
 
-func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
+func (w *planWriter) create(ctx context.Context, ds []*render.DeclaredEntry) {
 	if len(ds) == 0 {
 		return
 	}
 	entries := make([]*spiretypes.Entry, len(ds))
 	for i, d := range ds {
-		entries[i] = d.entry
+		entries[i] = d.Entry
 		if id := w.ownership.newID(); id != "" {
-			entries[i] = cloneEntry(d.entry)
+			entries[i] = cloneEntry(d.Entry)
 			entries[i].Id = id
 		}
 	}
 	results, err := w.client.CreateEntries(ctx, entries)
 	for i, d := range ds {
 		if i >= len(results) {
-			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), err))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: %w", render.SPIFFEIDString(d.Entry.GetSpiffeId()), err))
 			continue
 		}
 		r := results[i]
@@ -89,25 +90,25 @@ func (w *planWriter) create(ctx context.Context, ds []*declaredEntry) {
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil && !w.ownership.owns(r.Entry):
 			// Another owner (another prefix, or an operator) holds the same entry; SPIRE allows
 			// one, so this declaration cannot be written. It is reported, never taken over.
-			w.fail(d.key, fmt.Errorf("creating entry %s: SPIRE already holds it as %s, which this controller does not own",
-				spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: SPIRE already holds it as %s, which this controller does not own",
+				render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Entry.GetId()))
 		case spire.IsAlreadyExists(r.Err) && r.Entry != nil:
 			// SPIRE holds this entry but the cache did not: adopt it, and sync the key again
 			// so that its fields are compared with what is declared.
 			w.cache.put(r.Entry)
-			w.errs = append(w.errs, fmt.Errorf("entry %s already existed as %s; syncing again", spiffeIDString(d.entry.GetSpiffeId()), r.Entry.GetId()))
+			w.errs = append(w.errs, fmt.Errorf("entry %s already existed as %s; syncing again", render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Entry.GetId()))
 		default:
-			w.fail(d.key, fmt.Errorf("creating entry %s: %w", spiffeIDString(d.entry.GetSpiffeId()), r.Err))
+			w.fail(d.Key, fmt.Errorf("creating entry %s: %w", render.SPIFFEIDString(d.Entry.GetSpiffeId()), r.Err))
 		}
 	}
 }
 
 // update sends one batch per distinct mask, since SPIRE takes a single mask per batch.
-func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
-	byMask := map[string][]*entryUpdate{}
+func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
+	byMask := map[string][]*EntryUpdate{}
 	var order []string
 	for _, u := range us {
-		k := maskKey(u.mask)
+		k := maskKey(u.Mask)
 		if _, ok := byMask[k]; !ok {
 			order = append(order, k)
 		}
@@ -117,14 +118,14 @@ func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
 		group := byMask[k]
 		entries := make([]*spiretypes.Entry, len(group))
 		for i, u := range group {
-			e := cloneEntry(u.desired.entry)
-			e.Id = u.current.GetId()
+			e := cloneEntry(u.Desired.Entry)
+			e.Id = u.Current.GetId()
 			entries[i] = e
 		}
-		results, err := w.client.UpdateEntries(ctx, entries, group[0].mask)
+		results, err := w.client.UpdateEntries(ctx, entries, group[0].Mask)
 		for i, u := range group {
 			if i >= len(results) {
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), err))
+				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), err))
 				continue
 			}
 			r := results[i]
@@ -134,10 +135,10 @@ func (w *planWriter) update(ctx context.Context, us []*entryUpdate) {
 				w.cache.put(r.Entry)
 			case spire.IsNotFound(r.Err):
 				// Deleted behind our back: forget it, and the retry creates it anew.
-				w.cache.remove(u.current.GetId())
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.current.GetId()))
+				w.cache.remove(u.Current.GetId())
+				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.Current.GetId()))
 			default:
-				w.fail(u.desired.key, fmt.Errorf("updating entry %s: %w", u.current.GetId(), r.Err))
+				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), r.Err))
 			}
 		}
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"context"
@@ -22,14 +22,16 @@ import (
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // logPlan logs every change of a plan with the entry and the reason. In a dry run that is the
 // product, logged at the default level; otherwise it is detail for V(3).
-func (c *Controller) logPlan(ctx context.Context, p plan) {
+func logPlan(ctx context.Context, p Plan, dryRun bool) {
 	logger := klog.FromContext(ctx)
 	verb := func(v string) string { return v }
-	if c.opts.DryRun {
+	if dryRun {
 		verb = func(v string) string { return "Dry run: would " + strings.ToLower(v) }
 	} else {
 		logger = logger.V(3)
@@ -37,20 +39,20 @@ func (c *Controller) logPlan(ctx context.Context, p plan) {
 	if !logger.Enabled() {
 		return
 	}
-	for _, d := range p.toCreate {
-		logger.Info(verb("Create entry"), "entry", describe(d.entry),
-			"reason", "declared by "+d.declarer.kind+" "+d.declarer.name+" and missing from SPIRE")
+	for _, d := range p.ToCreate {
+		logger.Info(verb("Create entry"), "entry", describe(d.Entry),
+			"reason", "declared by "+d.Declarer.Kind+" "+d.Declarer.Name+" and missing from SPIRE")
 	}
-	for _, u := range p.toUpdate {
-		logger.Info(verb("Update entry"), "id", u.current.GetId(), "entry", describe(u.desired.entry),
-			"reason", "declared by "+u.desired.declarer.kind+" "+u.desired.declarer.name+"; out of date: "+maskFields(u.mask))
+	for _, u := range p.ToUpdate {
+		logger.Info(verb("Update entry"), "id", u.Current.GetId(), "entry", describe(u.Desired.Entry),
+			"reason", "declared by "+u.Desired.Declarer.Kind+" "+u.Desired.Declarer.Name+"; out of date: "+maskFields(u.Mask))
 	}
-	for _, e := range p.toDelete {
+	for _, e := range p.ToDelete {
 		logger.Info(verb("Delete entry"), "id", e.GetId(), "entry", describe(e),
 			"reason", "declared by no resource, or a duplicate of a declared entry")
 	}
-	for _, d := range p.masked {
-		logger.V(2).Info("Entry masked", "entry", describe(d.entry), "declarer", d.declarer.kind+" "+d.declarer.name,
+	for _, d := range p.Masked {
+		logger.V(2).Info("Entry masked", "entry", describe(d.Entry), "declarer", d.Declarer.Kind+" "+d.Declarer.Name,
 			"reason", "an older resource declares the same entry")
 	}
 }
@@ -61,7 +63,7 @@ func describe(e *spiretypes.Entry) string {
 	for _, s := range e.GetSelectors() {
 		selectors = append(selectors, s.GetType()+":"+s.GetValue())
 	}
-	return spiffeIDString(e.GetSpiffeId()) + " parent=" + spiffeIDString(e.GetParentId()) + " selectors=" + strings.Join(selectors, ",")
+	return render.SPIFFEIDString(e.GetSpiffeId()) + " parent=" + render.SPIFFEIDString(e.GetParentId()) + " selectors=" + strings.Join(selectors, ",")
 }
 
 // maskFields names the fields a mask selects.

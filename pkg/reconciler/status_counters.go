@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package reconciler
 
 import (
 	"maps"
@@ -25,45 +25,46 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
-// outcome is what became of one ClusterSPIFFEID's entry for one pod.
-type outcome int
+// Outcome is what became of one ClusterSPIFFEID's entry for one pod.
+type Outcome int
 
 const (
-	// outcomeSet: the entry is declared and SPIRE holds it.
-	outcomeSet outcome = iota
-	// outcomeMasked: an older declarer of the same entry wins.
-	outcomeMasked
-	// outcomeRenderFailure: the templates did not render a valid entry for the pod.
-	outcomeRenderFailure
-	// outcomeEntryFailure: SPIRE refused or failed the write.
-	outcomeEntryFailure
+	// OutcomeSet: the entry is declared and SPIRE holds it.
+	OutcomeSet Outcome = iota
+	// OutcomeMasked: an older declarer of the same entry wins.
+	OutcomeMasked
+	// OutcomeRenderFailure: the templates did not render a valid entry for the pod.
+	OutcomeRenderFailure
+	// OutcomeEntryFailure: SPIRE refused or failed the write.
+	OutcomeEntryFailure
 )
 
-// podOutcomes maps ClusterSPIFFEID names to the outcome of their entry for one pod.
-type podOutcomes map[string]outcome
+// PodOutcomes maps ClusterSPIFFEID names to the Outcome of their entry for one pod.
+type PodOutcomes map[string]Outcome
 
-// outcomeTracker remembers, per pod, the outcome of every ClusterSPIFFEID that applies to it.
+// StatusCounters remembers, per pod, the Outcome of every ClusterSPIFFEID that applies to it.
 // It is the source of the per-pod counters in ClusterSPIFFEID status, and it tells which pods a
 // ClusterSPIFFEID applied to before it changed, so that those pods are re-synced as well.
-type outcomeTracker struct {
-	mu         sync.Mutex
-	byPod      map[types.UID]podOutcomes
-	byIdentity map[string]map[types.UID]outcome
+type StatusCounters struct {
+	mu                sync.Mutex
+	byPod             map[types.UID]PodOutcomes
+	byClusterSPIFFEID map[string]map[types.UID]Outcome
 }
 
-func newOutcomeTracker() *outcomeTracker {
-	return &outcomeTracker{byPod: map[types.UID]podOutcomes{}, byIdentity: map[string]map[types.UID]outcome{}}
+// NewStatusCounters returns counters that know of no pod.
+func NewStatusCounters() *StatusCounters {
+	return &StatusCounters{byPod: map[types.UID]PodOutcomes{}, byClusterSPIFFEID: map[string]map[types.UID]Outcome{}}
 }
 
-// record sets a pod's outcomes (nil or empty for a pod no identity applies to) and returns the
-// names of the ClusterSPIFFEIDs whose counters changed.
-func (t *outcomeTracker) record(uid types.UID, outs podOutcomes) []string {
+// Record sets a pod's outcomes (nil or empty for a pod no ClusterSPIFFEID applies to) and
+// returns the names of the ClusterSPIFFEIDs whose counters changed.
+func (t *StatusCounters) Record(uid types.UID, outs PodOutcomes) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.recordLocked(uid, outs)
 }
 
-func (t *outcomeTracker) recordLocked(uid types.UID, outs podOutcomes) []string {
+func (t *StatusCounters) recordLocked(uid types.UID, outs PodOutcomes) []string {
 	old := t.byPod[uid]
 	var changed []string
 	update := func(name string) {
@@ -74,15 +75,15 @@ func (t *outcomeTracker) recordLocked(uid types.UID, outs podOutcomes) []string 
 		}
 		changed = append(changed, name)
 		if inNew {
-			if t.byIdentity[name] == nil {
-				t.byIdentity[name] = map[types.UID]outcome{}
+			if t.byClusterSPIFFEID[name] == nil {
+				t.byClusterSPIFFEID[name] = map[types.UID]Outcome{}
 			}
-			t.byIdentity[name][uid] = n
+			t.byClusterSPIFFEID[name][uid] = n
 			return
 		}
-		delete(t.byIdentity[name], uid)
-		if len(t.byIdentity[name]) == 0 {
-			delete(t.byIdentity, name)
+		delete(t.byClusterSPIFFEID[name], uid)
+		if len(t.byClusterSPIFFEID[name]) == 0 {
+			delete(t.byClusterSPIFFEID, name)
 		}
 	}
 	for name := range old {
@@ -101,9 +102,9 @@ func (t *outcomeTracker) recordLocked(uid types.UID, outs podOutcomes) []string 
 	return changed
 }
 
-// replaceAll sets the outcomes of every pod at once, as a full resync computes them, and
+// ReplaceAll sets the outcomes of every pod at once, as a full resync computes them, and
 // returns the names of the ClusterSPIFFEIDs whose counters may have changed.
-func (t *outcomeTracker) replaceAll(all map[types.UID]podOutcomes) []string {
+func (t *StatusCounters) ReplaceAll(all map[types.UID]PodOutcomes) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changed := map[string]struct{}{}
@@ -122,32 +123,32 @@ func (t *outcomeTracker) replaceAll(all map[types.UID]podOutcomes) []string {
 	return keys(changed)
 }
 
-// pods returns the pods a ClusterSPIFFEID applied to when they were last synced.
-func (t *outcomeTracker) pods(name string) []types.UID {
+// Pods returns the pods a ClusterSPIFFEID applied to when they were last synced.
+func (t *StatusCounters) Pods(name string) []types.UID {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]types.UID, 0, len(t.byIdentity[name]))
-	for uid := range t.byIdentity[name] {
+	out := make([]types.UID, 0, len(t.byClusterSPIFFEID[name]))
+	for uid := range t.byClusterSPIFFEID[name] {
 		out = append(out, uid)
 	}
 	return out
 }
 
-// stats fills the per-pod counters of a ClusterSPIFFEID's status.
-func (t *outcomeTracker) stats(name string, stats *spirev1alpha1.ClusterSPIFFEIDStats) {
+// Stats fills the per-pod counters of a ClusterSPIFFEID's status.
+func (t *StatusCounters) Stats(name string, stats *spirev1alpha1.ClusterSPIFFEIDStats) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	stats.PodsSelected = len(t.byIdentity[name])
+	stats.PodsSelected = len(t.byClusterSPIFFEID[name])
 	stats.PodEntryRenderFailures, stats.EntriesMasked, stats.EntriesToSet, stats.EntryFailures = 0, 0, 0, 0
-	for _, o := range t.byIdentity[name] {
+	for _, o := range t.byClusterSPIFFEID[name] {
 		switch o {
-		case outcomeSet:
+		case OutcomeSet:
 			stats.EntriesToSet++
-		case outcomeMasked:
+		case OutcomeMasked:
 			stats.EntriesMasked++
-		case outcomeRenderFailure:
+		case OutcomeRenderFailure:
 			stats.PodEntryRenderFailures++
-		case outcomeEntryFailure:
+		case OutcomeEntryFailure:
 			stats.EntriesToSet++
 			stats.EntryFailures++
 		}

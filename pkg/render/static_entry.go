@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package render
 
 import (
 	"errors"
@@ -27,9 +27,18 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
-// renderStaticEntry validates a ClusterStaticEntry and turns it into the entry it declares.
-// Every problem names the field it is in, since it ends up in an Event a person reads.
-func (r *renderer) renderStaticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec) (*spiretypes.Entry, error) {
+// StaticEntry validates a ClusterStaticEntry and turns it into the entry it declares, with the
+// ClusterStaticEntry as its declarer. Every problem names the field it is in, since it ends
+// up in an Event a person reads.
+func (r *Renderer) StaticEntry(cse *spirev1alpha1.ClusterStaticEntry) (*DeclaredEntry, error) {
+	e, err := r.staticEntry(&cse.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return NewDeclaredEntry(e, Declarer{Kind: KindClusterStaticEntry, Name: cse.Name, Created: cse.CreationTimestamp.Time}), nil
+}
+
+func (r *Renderer) staticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec) (*spiretypes.Entry, error) {
 	spiffeID, err := r.parseID("spiffeID", spec.SPIFFEID)
 	if err != nil {
 		return nil, err
@@ -49,7 +58,7 @@ func (r *renderer) renderStaticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec)
 		}
 		// Pod entries are found by this selector; a static entry carrying it would be taken
 		// for one and deleted with the pod.
-		if sel.Type == "k8s" && strings.HasPrefix(sel.Value, podUIDSelectorPrefix) {
+		if sel.Type == "k8s" && strings.HasPrefix(sel.Value, PodUIDSelectorPrefix) {
 			return nil, fmt.Errorf("selectors[%d]: %q is reserved for the entries of ClusterSPIFFEIDs", i, s)
 		}
 		selectors = append(selectors, sel)
@@ -89,7 +98,7 @@ func (r *renderer) renderStaticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec)
 }
 
 // parseID parses a literal SPIFFE ID that must belong to the trust domain.
-func (r *renderer) parseID(field, text string) (*spiretypes.SPIFFEID, error) {
+func (r *Renderer) parseID(field, text string) (*spiretypes.SPIFFEID, error) {
 	id, err := spiffeid.FromString(text)
 	if err != nil {
 		return nil, fmt.Errorf("%s: invalid SPIFFE ID %q: %w", field, text, err)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package entry
+package render
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ import (
 //   - rendering returns promptly;
 //   - selectors and keys behave as the reconciler assumes.
 //
-// Run one with: go test -run='^$' -fuzz='^FuzzRenderPodEntry$' -fuzztime=30s ./pkg/controller/entry/
+// Run one with: go test -run='^$' -fuzz='^FuzzRenderPodEntry$' -fuzztime=30s ./pkg/render/
 
 // fuzzTrustDomain is the trust domain every fuzzed render must stay in.
 var fuzzTrustDomain = spiffeid.RequireTrustDomainFromString("example.org")
@@ -59,7 +59,7 @@ const maxEntryBytes = 6*maxRenderedBytes + 1024
 
 // renderWithin renders on another goroutine and fails the test if that takes longer than
 // bound. A render that never returns is left behind: text/template cannot be interrupted.
-func renderWithin(t *testing.T, bound time.Duration, r *renderer, id *podIdentity, pod *corev1.Pod, node *corev1.Node) (*spiretypes.Entry, time.Duration, error) {
+func renderWithin(t *testing.T, bound time.Duration, r *Renderer, clusterSPIFFEID *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.Node) (*spiretypes.Entry, time.Duration, error) {
 	t.Helper()
 	type result struct {
 		e   *spiretypes.Entry
@@ -68,14 +68,14 @@ func renderWithin(t *testing.T, bound time.Duration, r *renderer, id *podIdentit
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		e, err := r.renderPodEntry(id, pod, node, nil)
+		e, err := r.PodEntry(clusterSPIFFEID, pod, node, nil)
 		done <- result{e, err}
 	}()
 	select {
 	case res := <-done:
 		return res.e, time.Since(start), res.err
 	case <-time.After(bound):
-		t.Fatalf("render did not return within %v (SPIFFE ID template %q)", bound, id.spec.SPIFFEIDTemplate)
+		t.Fatalf("render did not return within %v (SPIFFE ID template %q)", bound, clusterSPIFFEID.Spec.SPIFFEIDTemplate)
 		return nil, 0, nil
 	}
 }
@@ -84,7 +84,7 @@ func renderWithin(t *testing.T, bound time.Duration, r *renderer, id *podIdentit
 // than a SPIFFE ID may be.
 func checkMember(t *testing.T, field string, id *spiretypes.SPIFFEID) {
 	t.Helper()
-	s := spiffeIDString(id)
+	s := SPIFFEIDString(id)
 	if len(s) > maxRenderedBytes {
 		t.Errorf("%s is %d bytes, more than %d", field, len(s), maxRenderedBytes)
 	}
@@ -137,7 +137,7 @@ func FuzzRenderPodEntry(f *testing.F) {
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid-1"}}
 	f.Fuzz(func(t *testing.T, spiffeIDTemplate, parentIDTemplate, selectorTemplate, dnsTemplate, label, annotation string) {
-		r, err := newRenderer(fuzzTrustDomain, "demo", "cluster.local", parentIDTemplate)
+		r, err := NewRenderer(fuzzTrustDomain, "demo", "cluster.local", parentIDTemplate)
 		if err != nil {
 			return
 		}
@@ -150,9 +150,9 @@ func FuzzRenderPodEntry(f *testing.F) {
 		if dnsTemplate != "" {
 			spec.DNSNameTemplates = []string{dnsTemplate}
 		}
-		id := compileIdentity(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "fuzz", UID: "u"}, Spec: spec})
+		clusterSPIFFEID := CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "fuzz", UID: "u"}, Spec: spec})
 		pod := fuzzPod(label, annotation)
-		e, _, err := renderWithin(t, fuzzRenderBound, r, id, pod, node)
+		e, _, err := renderWithin(t, fuzzRenderBound, r, clusterSPIFFEID, pod, node)
 		if err != nil {
 			if e != nil {
 				t.Errorf("render returned both an entry and an error: %v", err)
@@ -168,7 +168,7 @@ func FuzzRenderPodEntry(f *testing.F) {
 		if len(sels) != 1+len(spec.WorkloadSelectorTemplates) {
 			t.Fatalf("entry has %d selectors, want %d", len(sels), 1+len(spec.WorkloadSelectorTemplates))
 		}
-		if sels[0].GetType() != "k8s" || sels[0].GetValue() != podUIDSelectorPrefix+string(pod.UID) {
+		if sels[0].GetType() != "k8s" || sels[0].GetValue() != PodUIDSelectorPrefix+string(pod.UID) {
 			t.Errorf("first selector = %v, want the pod's UID selector", sels[0])
 		}
 		for _, s := range sels {
@@ -176,7 +176,7 @@ func FuzzRenderPodEntry(f *testing.F) {
 				t.Errorf("invalid selector %q:%q", s.GetType(), s.GetValue())
 			}
 		}
-		if got := podUIDOf(e); got != pod.UID {
+		if got := PodUIDOf(e); got != pod.UID {
 			t.Errorf("entry is scoped to pod %q, want %q", got, pod.UID)
 		}
 		for _, name := range e.GetDnsNames() {
@@ -233,7 +233,7 @@ func FuzzRenderStaticEntry(f *testing.F) {
 	} {
 		f.Add(s.spiffeID, s.parentID, s.sel1, s.sel2, s.dns, s.federatesWith, s.ttl, s.jwtTTL)
 	}
-	r := &renderer{trustDomain: fuzzTrustDomain}
+	r := &Renderer{trustDomain: fuzzTrustDomain}
 	f.Fuzz(func(t *testing.T, spiffeID, parentID, sel1, sel2, dns, federatesWith string, ttl, jwtTTL int64) {
 		spec := &spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: spiffeID, ParentID: parentID,
 			X509SVIDTTL: metav1.Duration{Duration: time.Duration(ttl)}, JWTSVIDTTL: metav1.Duration{Duration: time.Duration(jwtTTL)}}
@@ -248,7 +248,7 @@ func FuzzRenderStaticEntry(f *testing.F) {
 		if federatesWith != "" {
 			spec.FederatesWith = []string{federatesWith}
 		}
-		e, err := r.renderStaticEntry(spec)
+		e, err := r.staticEntry(spec)
 		if err != nil {
 			return
 		}
@@ -263,7 +263,7 @@ func FuzzRenderStaticEntry(f *testing.F) {
 			}
 		}
 		// A static entry taken for a pod's would be deleted with that pod.
-		if uid := podUIDOf(e); uid != "" {
+		if uid := PodUIDOf(e); uid != "" {
 			t.Errorf("static entry carries pod UID selector %q", uid)
 		}
 		if e.GetX509SvidTtl() < 0 || e.GetJwtSvidTtl() < 0 {
@@ -306,31 +306,28 @@ func FuzzKeyOf(f *testing.F) {
 		}
 		orders := [][]string{{s1, s2, s3}, {s1, s3, s2}, {s2, s1, s3}, {s2, s3, s1}, {s3, s1, s2}, {s3, s2, s1}}
 		base := mk(orders[0]...)
-		key := keyOf(base)
+		key := KeyOf(base)
 		other := mk(orders[int(perm)%len(orders)]...)
 		// Fields outside the key must not change it either.
 		other.Id, other.CreatedAt, other.RevisionNumber = "some-id", 12345, 7
 		other.DnsNames, other.Hint, other.Admin = []string{"x.example.com"}, "h", true
-		if got := keyOf(other); got != key {
+		if got := KeyOf(other); got != key {
 			t.Errorf("key changed with selector order %v: %s != %s", orders[int(perm)%len(orders)], got, key)
 		}
 		// The key identifies the entry: changing the SPIFFE ID or parent ID changes it.
 		moved := mk(orders[0]...)
 		moved.SpiffeId.Path += "/x"
-		if keyOf(moved) == key {
+		if KeyOf(moved) == key {
 			t.Errorf("key ignores the SPIFFE ID")
 		}
 		reparented := mk(orders[0]...)
 		reparented.ParentId.Path += "/x"
-		if keyOf(reparented) == key {
+		if KeyOf(reparented) == key {
 			t.Errorf("key ignores the parent ID")
 		}
-		// Different selector sets are different entries. NUL is left out here: it is the key's
-		// separator, see TestKeyOfSeparatesSelectorsContainingNUL.
-		if !strings.ContainsRune(s1+s2+s3, 0) {
-			if keyOf(mk(s1, s2)) == key {
-				t.Errorf("selector lists %q and %q share a key", []string{s1, s2, s3}, []string{s1, s2})
-			}
+		// Different selector sets are different entries, whatever bytes they hold.
+		if KeyOf(mk(s1, s2)) == key {
+			t.Errorf("selector lists %q and %q share a key", []string{s1, s2, s3}, []string{s1, s2})
 		}
 	})
 }
@@ -345,12 +342,12 @@ func FuzzKeyOf(f *testing.F) {
 func hostileRenderBound(t *testing.T) time.Duration {
 	t.Helper()
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
-	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
+	clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
 		WorkloadSelectorTemplates: []string{"k8s:ns:{{ .PodMeta.Namespace }}"}, DNSNameTemplates: []string{"{{ .PodMeta.Name }}.example.com"}})
 	const n = 20
 	start := time.Now()
 	for range n {
-		if _, err := r.renderPodEntry(id, testPod(), testNode(), nil); err != nil {
+		if _, err := r.PodEntry(clusterSPIFFEID, testPod(), testNode(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -395,11 +392,14 @@ func TestHostileTemplatesReturnPromptly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRenderer(t, config.DefaultParentIDTemplate)
-			id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tc.template})
+			clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tc.template})
 			// Wait for the render to end however long it takes, so that a failure does not
 			// leave it burning a CPU under the tests that follow.
-			_, took, err := renderWithin(t, 5*time.Minute, r, id, tc.pod, node)
+			e, took, err := renderWithin(t, 5*time.Minute, r, clusterSPIFFEID, tc.pod, node)
 			t.Logf("render took %v (err: %v)", took, err)
+			if err == nil {
+				t.Errorf("rendered %s from a hostile template, want it refused", SPIFFEIDString(e.GetSpiffeId()))
+			}
 			if took > bound {
 				t.Errorf("render took %v, more than %v: a ClusterSPIFFEID author can stall the controller", took, bound)
 			}
@@ -415,14 +415,17 @@ func TestHostileTemplateMemoryIsBounded(t *testing.T) {
 	tmpl := `{{ $a := printf "%0999999d" 0 }}` + strings.Repeat(`{{ $a = printf "%s%s" $a $a }}`, 5) +
 		`spiffe://example.org/len/{{ len $a }}`
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
-	id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tmpl})
+	clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tmpl})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	e, err := r.renderPodEntry(id, testPod(), testNode(), nil)
+	e, err := r.PodEntry(clusterSPIFFEID, testPod(), testNode(), nil)
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("render allocated %d MiB, result %v, err %v", allocated>>20, spiffeIDString(e.GetSpiffeId()), err)
+	t.Logf("render allocated %d MiB, result %v, err %v", allocated>>20, SPIFFEIDString(e.GetSpiffeId()), err)
+	if err == nil {
+		t.Errorf("rendered %s from a template that grows a variable, want it refused", SPIFFEIDString(e.GetSpiffeId()))
+	}
 	if allocated > maxAlloc {
 		t.Errorf("one render allocated %d MiB, more than %d MiB: template values are unbounded", allocated>>20, maxAlloc>>20)
 	}
@@ -436,33 +439,40 @@ func TestHostileTemplateMemoryIsBounded(t *testing.T) {
 func TestWorkloadSelectorsCannotClaimAPodUID(t *testing.T) {
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
 	for _, tmpl := range []string{"k8s:pod-uid:0", `k8s:pod-uid:{{ index .PodMeta.Annotations "id" }}`} {
-		id := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{tmpl}})
-		e, err := r.renderPodEntry(id, fuzzPod("web", "another-pods-uid"), testNode(), nil)
+		clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{tmpl}})
+		e, err := r.PodEntry(clusterSPIFFEID, fuzzPod("web", "another-pods-uid"), testNode(), nil)
 		if err == nil {
 			t.Errorf("workload selector template %q rendered an entry with selectors %v, want it refused as reserved", tmpl, e.GetSelectors())
 		}
 	}
 }
 
-// TestKeyOfSeparatesSelectorsContainingNUL: keyOf joins selectors with NUL on the assumption
-// that no selector contains one, but parseSelector accepts NUL, and a template can render it
-// (printf "%c" 0). Then one selector "a:b<NUL>a:c" and the two selectors "a:b", "a:c" are the
-// same entry to the reconciler, which masks or keeps the wrong one.
+// TestKeyOfSeparatesSelectorsContainingNUL: a selector may hold a NUL where SPIRE or an older
+// writer put one, even though templates cannot render it (printf "%c" 0 is refused by
+// parseSelector). One selector "a:b<NUL>a:c" and the two selectors "a:b", "a:c" are different
+// entries, and KeyOf must not let the reconciler mask or keep the wrong one.
 func TestKeyOfSeparatesSelectorsContainingNUL(t *testing.T) {
 	r := newTestRenderer(t, config.DefaultParentIDTemplate)
-	joined := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
+	withNUL := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
 		WorkloadSelectorTemplates: []string{`a:b{{ printf "%c" 0 }}a:c`}})
-	split := testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
-		WorkloadSelectorTemplates: []string{"a:b", "a:c"}})
-	a, errA := r.renderPodEntry(joined, testPod(), testNode(), nil)
-	b, errB := r.renderPodEntry(split, testPod(), testNode(), nil)
-	if errA != nil || errB != nil {
-		// Refusing NUL in selectors is a fix too.
-		t.Logf("render errors: %v / %v", errA, errB)
-		return
+	if e, err := r.PodEntry(withNUL, testPod(), testNode(), nil); err == nil || !strings.Contains(err.Error(), "control character") {
+		t.Errorf("rendered selectors %q with a NUL (err %v), want a refusal naming the control character", selectorList(e), err)
 	}
-	if keyOf(a) == keyOf(b) {
-		t.Errorf("entries with selectors %q and %q have the same key", selectorList(a), selectorList(b))
+
+	entry := func(selectors ...*spiretypes.Selector) *spiretypes.Entry {
+		return &spiretypes.Entry{SpiffeId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/w"},
+			ParentId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/n"}, Selectors: selectors}
+	}
+	joined := entry(&spiretypes.Selector{Type: "a", Value: "b\x00a:c"})
+	split := entry(&spiretypes.Selector{Type: "a", Value: "b"}, &spiretypes.Selector{Type: "a", Value: "c"})
+	if KeyOf(joined) == KeyOf(split) {
+		t.Errorf("entries with selectors %q and %q have the same key", selectorList(joined), selectorList(split))
+	}
+	// Nor may a NUL move the boundary between the SPIFFE ID and the parent ID.
+	shifted := entry()
+	shifted.SpiffeId.Path, shifted.ParentId.Path = "/w\x00spiffe://example.org", ""
+	if KeyOf(shifted) == KeyOf(entry()) {
+		t.Errorf("a NUL in the SPIFFE ID shifts it into the parent ID")
 	}
 }
 
@@ -512,9 +522,9 @@ func TestTemplatesStayInTheTrustDomain(t *testing.T) {
 			r := newTestRenderer(t, parentID)
 			// The pod's app label names another trust domain; label values cannot hold more.
 			pod := fuzzPod("evil.org", tc.annotation)
-			e, err := r.renderPodEntry(testIdentity(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tc.spiffeID}), pod, testNode(), nil)
+			e, err := r.PodEntry(testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tc.spiffeID}), pod, testNode(), nil)
 			if err == nil {
-				t.Errorf("rendered SPIFFE ID %s, parent ID %s; want a refusal", spiffeIDString(e.GetSpiffeId()), spiffeIDString(e.GetParentId()))
+				t.Errorf("rendered SPIFFE ID %s, parent ID %s; want a refusal", SPIFFEIDString(e.GetSpiffeId()), SPIFFEIDString(e.GetParentId()))
 			}
 		})
 	}

@@ -1,0 +1,168 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+)
+
+// clusterStaticEntryKeys remembers the entry key each ClusterStaticEntry declared when last
+// synced, so that an edit that changes the key also cleans up the entry of the old key.
+type clusterStaticEntryKeys struct {
+	mu   sync.Mutex
+	keys map[string]render.Key
+}
+
+func (s *clusterStaticEntryKeys) swap(name string, k render.Key) (render.Key, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, ok := s.keys[name]
+	if k == "" {
+		delete(s.keys, name)
+	} else {
+		s.keys[name] = k
+	}
+	return prev, ok
+}
+
+// reset records the keys of a full resync's static entries.
+func (s *clusterStaticEntryKeys) reset(declared []*render.DeclaredEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = make(map[string]render.Key, len(declared))
+	for _, d := range declared {
+		s.keys[d.Declarer.Name] = d.Key
+	}
+}
+
+// declaredClusterStaticEntries renders every ClusterStaticEntry of this controller's class.
+// Invalid ones are returned with their error and declare nothing.
+func (c *Controller) declaredClusterStaticEntries() ([]*render.DeclaredEntry, map[string]error, error) {
+	if c.opts.IgnoreClusterStaticEntries {
+		return nil, nil, nil
+	}
+	all, err := c.clusterStaticEntryLister.List(labels.Everything())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing ClusterStaticEntries: %w", err)
+	}
+	var declared []*render.DeclaredEntry
+	invalid := map[string]error{}
+	for _, cse := range all {
+		if cse.DeletionTimestamp != nil || !c.opts.ClassMatches(cse.Spec.ClassName) {
+			continue
+		}
+		d, err := c.renderer.StaticEntry(cse)
+		if err != nil {
+			invalid[cse.Name] = err
+			metrics.RenderFailures.WithLabelValues(render.KindClusterStaticEntry).Inc()
+			continue
+		}
+		declared = append(declared, d)
+	}
+	return declared, invalid, nil
+}
+
+// syncClusterStaticEntry makes SPIRE hold what a ClusterStaticEntry declares. Its scope is the
+// entry key it declares now and the one it declared before: every static entry of those keys
+// takes part, so the oldest declarer wins and the rest are masked, as in a full resync.
+func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) error {
+	declared, invalid, err := c.declaredClusterStaticEntries()
+	if err != nil {
+		return err
+	}
+	var key render.Key
+	for _, d := range declared {
+		if d.Declarer.Name == name {
+			key = d.Key
+		}
+	}
+	var scope []render.Key
+	if key != "" {
+		scope = append(scope, key)
+	}
+	if prev, ok := c.clusterStaticEntryKeys.swap(name, key); ok && prev != key {
+		scope = append(scope, prev)
+	}
+
+	var errs []error
+	if len(scope) > 0 {
+		res, err := c.reconciler.Sync(ctx, reconciler.KeyScope(scope...), declared)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for statusName, outcome := range clusterStaticEntryOutcomes(res) {
+			if err := c.updateClusterStaticEntryStatus(ctx, statusName, outcome); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err, ok := invalid[name]; ok {
+		if err := c.updateClusterStaticEntryStatus(ctx, name, clusterStaticEntryOutcome{err: err}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("syncing ClusterStaticEntry %s: %v", name, errs)
+	}
+	return nil
+}
+
+// clusterStaticEntryOutcome is what became of one ClusterStaticEntry: whether it rendered,
+// lost to an older twin, or is in SPIRE; err says why it did not render or could not be
+// written.
+type clusterStaticEntryOutcome struct {
+	rendered, masked, set bool
+	err                   error
+}
+
+// clusterStaticEntryOutcomes computes the outcome of every ClusterStaticEntry that takes part
+// in a sync.
+func clusterStaticEntryOutcomes(res reconciler.Result) map[string]clusterStaticEntryOutcome {
+	out := map[string]clusterStaticEntryOutcome{}
+	add := func(d *render.DeclaredEntry, masked bool) {
+		if d.Declarer.Kind != render.KindClusterStaticEntry {
+			return
+		}
+		o := clusterStaticEntryOutcome{rendered: true, masked: masked}
+		if !masked {
+			o.err = res.Failures[d.Key]
+			o.set = o.err == nil
+		}
+		out[d.Declarer.Name] = o
+	}
+	for _, d := range res.Plan.ToCreate {
+		add(d, false)
+	}
+	for _, u := range res.Plan.ToUpdate {
+		add(u.Desired, false)
+	}
+	for _, d := range res.Plan.InSync {
+		add(d, false)
+	}
+	for _, d := range res.Plan.Masked {
+		add(d, true)
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package runner
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+)
+
+func createdEvents(kube *k8sfake.Clientset) int {
+	n := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEventsOnlyLogged: Events reach the API unless they are only logged, as in a dry run.
+// The recorded case shows how long an Event takes to arrive; the only-logged case waits as
+// long again before it concludes none came.
+func TestEventsOnlyLogged(t *testing.T) {
+	var arrival time.Duration
+	for _, tc := range []struct {
+		name    string
+		onlyLog bool
+		want    int
+	}{
+		{name: "recorded", want: 1},
+		{name: "only logged", onlyLog: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			kube := k8sfake.NewClientset()
+			events := NewEvents(ctx, "test-events", kube, tc.onlyLog)
+			if got := events.OnlyLogged(); got != tc.onlyLog {
+				t.Errorf("OnlyLogged = %v, want %v", got, tc.onlyLog)
+			}
+			events.Start()
+			defer events.Shutdown()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"}}
+			start := time.Now()
+			events.Recorder.Event(pod, corev1.EventTypeWarning, "Testing", "an event")
+			wait := 5 * time.Second
+			if tc.want == 0 {
+				wait = 2*arrival + 200*time.Millisecond
+			}
+			deadline := start.Add(wait)
+			for createdEvents(kube) < tc.want && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if tc.want == 0 {
+				time.Sleep(time.Until(deadline))
+			}
+			arrival = time.Since(start)
+			if got := createdEvents(kube); got != tc.want {
+				t.Errorf("Events created = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package runner
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+)
+
+// MeteredResync wraps a full resync so that every run is counted by result in
+// full_resyncs_total, and every successful one sets last_full_resync_timestamp_seconds and
+// last_full_resync_duration_seconds, all labelled with the controller's name. Run wraps the
+// resync it is given; a controller not on Run yet wraps its own.
+func MeteredResync(controller string, resync func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		start := time.Now()
+		err := resync(ctx)
+		result := "success"
+		if err != nil {
+			result = "failure"
+		} else {
+			metrics.LastFullResyncTime.WithLabelValues(controller).SetToCurrentTime()
+			metrics.LastFullResyncDuration.WithLabelValues(controller).Set(time.Since(start).Seconds())
+		}
+		metrics.FullResyncs.WithLabelValues(controller, result).Inc()
+		return err
+	}
+}
+
+// UntilSucceeded runs resync, retrying with backoff (100ms doubling to 30s) until it succeeds,
+// and reports whether it did before ctx ended.
+func UntilSucceeded(ctx context.Context, resync func(context.Context) error) bool {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		if err := resync(ctx); err != nil {
+			logger.Error(err, "Initial resync failed; retrying")
+			return false, nil
+		}
+		return true, nil
+	})
+	return err == nil
+}
+
+// Every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
+// server spread their lists), the first time one interval from now, until ctx ends. A failed
+// resync is retried at the next interval; meanwhile events are handled from the caches.
+func Every(ctx context.Context, interval time.Duration, resync func(context.Context) error) {
+	for {
+		timer := time.NewTimer(wait.Jitter(interval, 0.1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if err := resync(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Full resync failed")
+		}
+	}
+}

@@ -1,0 +1,107 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package runner holds what every spire-registrar controller runs the same way: Run, which
+// starts the Events, waits for the informers, runs the first full resync against SPIRE with
+// backoff, then runs the workers and the periodic resync until the context ends; the named
+// rate-limited queues and the worker that syncs their keys with kube-controller-manager's
+// retry policy; the Events helper; and the full-resync metrics.
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Loop is what Run needs of a controller.
+type Loop struct {
+	// Name names the controller in logs and metrics.
+	Name string
+	// Events are started before anything else and shut down after everything else.
+	Events *Events
+	// CachesSynced are the informers to wait for.
+	CachesSynced []cache.InformerSynced
+	// Resync is the full resync against SPIRE. It runs at start, retried with backoff until
+	// it succeeds, then every ResyncInterval. Run records its metrics (see MeteredResync).
+	Resync         func(context.Context) error
+	ResyncInterval time.Duration
+	// OnSynced, if set, is called once the first resync succeeded, before the workers start:
+	// from then on the controller is ready.
+	OnSynced func()
+	// Workers are the goroutines that drain the queues.
+	Workers []Workers
+	// Queues are shut down when the context ends, which ends the workers.
+	Queues []ShutDowner
+}
+
+// Workers runs Count goroutines of Work, each restarted a second after it returns until the
+// context ends. Work is typically a Work call on one queue.
+type Workers struct {
+	Count int
+	Work  func(context.Context)
+}
+
+// ShutDowner is a queue Run shuts down.
+type ShutDowner interface {
+	ShutDown()
+}
+
+// Run runs a controller until ctx ends, and returns once every goroutine it started has
+// ended: it starts the Events, waits for the informers, runs the first full resync (retrying
+// until SPIRE answers; nothing is written before), then the workers and the periodic resync.
+func Run(ctx context.Context, l Loop) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	l.Events.Start()
+	defer l.Events.Shutdown()
+
+	var wg sync.WaitGroup
+	defer func() {
+		for _, q := range l.Queues {
+			q.ShutDown()
+		}
+		wg.Wait()
+		logger.Info("Stopped controller", "controller", l.Name)
+	}()
+
+	logger.Info("Starting controller", "controller", l.Name)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.CachesSynced...) {
+		return
+	}
+	resync := MeteredResync(l.Name, l.Resync)
+	if !UntilSucceeded(ctx, resync) {
+		return
+	}
+	if l.OnSynced != nil {
+		l.OnSynced()
+	}
+
+	for _, w := range l.Workers {
+		for range w.Count {
+			wg.Go(func() { wait.UntilWithContext(ctx, w.Work, time.Second) })
+		}
+	}
+	wg.Go(func() { Every(ctx, l.ResyncInterval, resync) })
+
+	<-ctx.Done()
+}

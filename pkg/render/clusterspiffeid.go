@@ -1,0 +1,154 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package render
+
+import (
+	"fmt"
+	"text/template"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+)
+
+// ClusterSPIFFEID is a ClusterSPIFFEID compiled for rendering: its selectors and templates are
+// parsed once per generation instead of once per pod.
+type ClusterSPIFFEID struct {
+	Name       string
+	UID        types.UID
+	Generation int64
+	Created    time.Time
+	Spec       *spirev1alpha1.ClusterSPIFFEIDSpec
+
+	// NamespaceSelector and PodSelector select the pods it declares entries for.
+	NamespaceSelector labels.Selector
+	PodSelector       labels.Selector
+
+	spiffeID          *template.Template
+	dnsNames          []*template.Template
+	workloadSelectors []*template.Template
+	federatesWith     []string
+
+	// Err is why the spec cannot be compiled, naming the field. Such a ClusterSPIFFEID still
+	// selects pods, so that each is counted as a render failure, but it renders nothing.
+	Err error
+}
+
+// CompileClusterSPIFFEID parses a ClusterSPIFFEID. It never fails: a broken spec is kept in
+// Err, and selects nothing when its selectors are the broken part.
+func CompileClusterSPIFFEID(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID {
+	c := &ClusterSPIFFEID{
+		Name:       in.Name,
+		UID:        in.UID,
+		Generation: in.Generation,
+		Created:    in.CreationTimestamp.Time,
+		Spec:       &in.Spec,
+	}
+	c.Err = c.compile()
+	if c.NamespaceSelector == nil {
+		c.NamespaceSelector = labels.Nothing()
+	}
+	if c.PodSelector == nil {
+		c.PodSelector = labels.Nothing()
+	}
+	return c
+}
+
+func (c *ClusterSPIFFEID) compile() error {
+	var err error
+	if c.NamespaceSelector, err = labelSelector(c.Spec.NamespaceSelector); err != nil {
+		return fmt.Errorf("namespaceSelector: %w", err)
+	}
+	if c.PodSelector, err = labelSelector(c.Spec.PodSelector); err != nil {
+		return fmt.Errorf("podSelector: %w", err)
+	}
+	if c.Spec.TTL.Duration < 0 {
+		return fmt.Errorf("ttl: must not be negative, got %s", c.Spec.TTL.Duration)
+	}
+	if c.Spec.JWTTTL.Duration < 0 {
+		return fmt.Errorf("jwtTtl: must not be negative, got %s", c.Spec.JWTTTL.Duration)
+	}
+	if c.spiffeID, err = parseTemplate("spiffeIDTemplate", c.Spec.SPIFFEIDTemplate); err != nil {
+		return err
+	}
+	for i, text := range c.Spec.DNSNameTemplates {
+		t, err := parseTemplate(fmt.Sprintf("dnsNameTemplates[%d]", i), text)
+		if err != nil {
+			return err
+		}
+		c.dnsNames = append(c.dnsNames, t)
+	}
+	for i, text := range c.Spec.WorkloadSelectorTemplates {
+		t, err := parseTemplate(fmt.Sprintf("workloadSelectorTemplates[%d]", i), text)
+		if err != nil {
+			return err
+		}
+		c.workloadSelectors = append(c.workloadSelectors, t)
+	}
+	for i, name := range c.Spec.FederatesWith {
+		td, err := spiffeid.TrustDomainFromString(name)
+		if err != nil {
+			return fmt.Errorf("federatesWith[%d]: %w", i, err)
+		}
+		c.federatesWith = append(c.federatesWith, td.Name())
+	}
+	return nil
+}
+
+// Declarer names the ClusterSPIFFEID as the declarer of its entry for a pod.
+func (c *ClusterSPIFFEID) Declarer(podUID types.UID) Declarer {
+	return Declarer{Kind: KindClusterSPIFFEID, Name: c.Name, Created: c.Created, PodUID: podUID}
+}
+
+// labelSelector converts an API label selector; an unset selector selects everything, as in
+// spire-controller-manager.
+func labelSelector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+// Selects reports whether the ClusterSPIFFEID's selectors match the pod in its namespace.
+func (c *ClusterSPIFFEID) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
+	return c.NamespaceSelector.Matches(labels.Set(ns.Labels)) && c.PodSelector.Matches(labels.Set(pod.Labels))
+}
+
+// ApplicableClusterSPIFFEIDs returns the ClusterSPIFFEIDs that apply to a pod: those that
+// select it, except that fallback ones apply only when no other one does.
+func ApplicableClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, pod *corev1.Pod) []*ClusterSPIFFEID {
+	var regular, fallback []*ClusterSPIFFEID
+	for _, c := range all {
+		if !c.Selects(ns, pod) {
+			continue
+		}
+		if c.Spec.Fallback {
+			fallback = append(fallback, c)
+		} else {
+			regular = append(regular, c)
+		}
+	}
+	if len(regular) > 0 {
+		return regular
+	}
+	return fallback
+}

@@ -1,0 +1,114 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package render
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"slices"
+	"strings"
+	"time"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Declarer kinds, as named in Events and logs.
+const (
+	KindClusterSPIFFEID    = "ClusterSPIFFEID"
+	KindClusterStaticEntry = "ClusterStaticEntry"
+)
+
+// PodUIDSelectorPrefix starts the k8s selector value that ties a pod entry to its pod. Every
+// pod entry carries it, so a pod's entries are found, and owned, by the pod's UID alone.
+const PodUIDSelectorPrefix = "pod-uid:"
+
+// Key identifies an entry by what SPIRE itself treats as identity: SPIFFE ID, parent ID and
+// the set of selectors. Two entries with one key are duplicates.
+type Key string
+
+// Declarer is the resource that asks for an entry. When several ask for the same entry the
+// oldest wins and the others are masked, so the winner is stable across restarts.
+type Declarer struct {
+	Kind    string
+	Name    string
+	Created time.Time
+	// PodUID is set for entries rendered for a pod: it scopes the entry to that pod.
+	PodUID types.UID
+}
+
+// Compare orders declarers oldest first; kind and name break ties so the order is total.
+func (d Declarer) Compare(other Declarer) int {
+	return cmp.Or(d.Created.Compare(other.Created), cmp.Compare(d.Kind, other.Kind), cmp.Compare(d.Name, other.Name))
+}
+
+// DeclaredEntry is one entry that a declarer wants SPIRE to hold.
+type DeclaredEntry struct {
+	Entry    *spiretypes.Entry
+	Key      Key
+	Declarer Declarer
+}
+
+// NewDeclaredEntry pairs an entry with its declarer and computes its key.
+func NewDeclaredEntry(e *spiretypes.Entry, d Declarer) *DeclaredEntry {
+	return &DeclaredEntry{Entry: e, Key: KeyOf(e), Declarer: d}
+}
+
+// KeyOf hashes an entry's identity. Selectors are sorted so their order does not matter.
+// Every field is length-prefixed, so no content, not even a NUL, can shift one field into
+// the next.
+func KeyOf(e *spiretypes.Entry) Key {
+	selectors := make([]string, 0, len(e.GetSelectors()))
+	for _, s := range e.GetSelectors() {
+		selectors = append(selectors, s.GetType()+":"+s.GetValue())
+	}
+	slices.Sort(selectors)
+	h := sha256.New()
+	writeField(h, SPIFFEIDString(e.GetSpiffeId()))
+	writeField(h, SPIFFEIDString(e.GetParentId()))
+	for _, s := range selectors {
+		writeField(h, s)
+	}
+	return Key(hex.EncodeToString(h.Sum(nil)))
+}
+
+func writeField(h hash.Hash, s string) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+	h.Write([]byte(s))
+}
+
+// SPIFFEIDString renders SPIRE's split SPIFFE ID as a URI.
+func SPIFFEIDString(id *spiretypes.SPIFFEID) string {
+	if id == nil {
+		return ""
+	}
+	return "spiffe://" + id.GetTrustDomain() + id.GetPath()
+}
+
+// PodUIDOf returns the UID a pod entry is scoped to, or "" for an entry of no pod.
+func PodUIDOf(e *spiretypes.Entry) types.UID {
+	for _, s := range e.GetSelectors() {
+		if s.GetType() == "k8s" && strings.HasPrefix(s.GetValue(), PodUIDSelectorPrefix) {
+			return types.UID(strings.TrimPrefix(s.GetValue(), PodUIDSelectorPrefix))
+		}
+	}
+	return ""
+}

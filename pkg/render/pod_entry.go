@@ -1,0 +1,169 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package render turns what the cluster declares into the SPIRE entries it asks for:
+// ClusterSPIFFEIDs compiled once, their templates rendered for a pod, its node and the
+// EndpointSlices that target it, and ClusterStaticEntries validated into literal entries.
+//
+// It is pure: no informer, no client, no clock. Everything is passed in, so the controller,
+// an admission webhook and an explain command render the same entries from the same inputs.
+// Every error names the field it is in, since it ends up where a person reads it.
+package render
+
+import (
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Renderer renders entries for one trust domain and cluster.
+type Renderer struct {
+	trustDomain   spiffeid.TrustDomain
+	clusterName   string
+	clusterDomain string
+	parentID      *template.Template
+}
+
+// NewRenderer parses the parent ID template every pod entry is rendered with.
+func NewRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, parentIDTemplate string) (*Renderer, error) {
+	parentID, err := parseTemplate("parentIDTemplate", parentIDTemplate)
+	if err != nil {
+		return nil, err
+	}
+	return &Renderer{trustDomain: trustDomain, clusterName: clusterName, clusterDomain: clusterDomain, parentID: parentID}, nil
+}
+
+// PodDeclaresEntries reports whether a pod can have entries at all: pods that run nowhere yet
+// or have finished declare nothing.
+func PodDeclaresEntries(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// Failure is a ClusterSPIFFEID that applies to a pod but renders no valid entry for it.
+type Failure struct {
+	ClusterSPIFFEID *ClusterSPIFFEID
+	Err             error
+}
+
+// PodEntries renders the entries that clusterSPIFFEIDs declare for a pod in namespace ns,
+// running on node, targeted by slices. Only the ClusterSPIFFEIDs that apply to the pod take
+// part (see ApplicableClusterSPIFFEIDs); each either declares one entry or is a Failure.
+func (r *Renderer) PodEntries(clusterSPIFFEIDs []*ClusterSPIFFEID, pod *corev1.Pod, ns *corev1.Namespace, node *corev1.Node,
+	slices []*discoveryv1.EndpointSlice) ([]*DeclaredEntry, []Failure) {
+	applicable := ApplicableClusterSPIFFEIDs(clusterSPIFFEIDs, ns, pod)
+	services := ServicesOfPod(slices, pod.Namespace, pod.Name)
+	var declared []*DeclaredEntry
+	var failures []Failure
+	for _, c := range applicable {
+		e, err := r.PodEntry(c, pod, node, services)
+		if err != nil {
+			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: err})
+			continue
+		}
+		declared = append(declared, NewDeclaredEntry(e, c.Declarer(pod.UID)))
+	}
+	return declared, failures
+}
+
+// PodEntry renders a ClusterSPIFFEID's entry for a pod on node. The entry carries the pod's
+// UID as its first selector; SPIFFE and parent IDs outside the trust domain are errors, never
+// entries.
+//
+// services are the Services targeting the pod; with autoPopulateDNSNames their DNS names follow
+// the templated ones.
+func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.Node, services []string) (*spiretypes.Entry, error) {
+	if c.Err != nil {
+		return nil, c.Err
+	}
+	data := &templateData{
+		TrustDomain:   r.trustDomain.Name(),
+		ClusterName:   r.clusterName,
+		ClusterDomain: r.clusterDomain,
+		PodMeta:       &pod.ObjectMeta,
+		PodSpec:       &pod.Spec,
+		NodeMeta:      &node.ObjectMeta,
+		NodeSpec:      &node.Spec,
+	}
+
+	spiffeID, err := r.renderID(c.spiffeID, data)
+	if err != nil {
+		return nil, err
+	}
+	parentID, err := r.renderID(r.parentID, data)
+	if err != nil {
+		return nil, err
+	}
+
+	selectors := []*spiretypes.Selector{{Type: "k8s", Value: PodUIDSelectorPrefix + string(pod.UID)}}
+	for _, t := range c.workloadSelectors {
+		text, err := execute(t, data)
+		if err != nil {
+			return nil, err
+		}
+		s, err := parseSelector(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		// Pod entries are found by this selector; a second one would file the entry under
+		// another pod.
+		if s.Type == "k8s" && strings.HasPrefix(s.Value, PodUIDSelectorPrefix) {
+			return nil, fmt.Errorf("%s: %q is reserved: the controller adds the pod's own", t.Name(), text)
+		}
+		selectors = append(selectors, s)
+	}
+
+	var dnsNames []string
+	for _, t := range c.dnsNames {
+		name, err := execute(t, data)
+		if err != nil {
+			return nil, err
+		}
+		if err := validateDNSName(name); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		dnsNames = append(dnsNames, name)
+	}
+	if c.Spec.AutoPopulateDNSNames {
+		dnsNames = append(dnsNames, ServiceDNSNames(services, pod.Namespace, r.clusterDomain)...)
+	}
+
+	return &spiretypes.Entry{
+		SpiffeId:      spiffeID,
+		ParentId:      parentID,
+		Selectors:     selectors,
+		X509SvidTtl:   ttlSeconds(c.Spec.TTL.Duration),
+		JwtSvidTtl:    ttlSeconds(c.Spec.JWTTTL.Duration),
+		FederatesWith: c.federatesWith,
+		Admin:         c.Spec.Admin,
+		Downstream:    c.Spec.Downstream,
+		DnsNames:      dedupe(dnsNames),
+		Hint:          c.Spec.Hint,
+	}, nil
+}
+
+// renderID renders a template into a SPIFFE ID that must belong to the trust domain.
+func (r *Renderer) renderID(t *template.Template, data *templateData) (*spiretypes.SPIFFEID, error) {
+	text, err := execute(t, data)
+	if err != nil {
+		return nil, err
+	}
+	return r.parseID(t.Name(), text)
+}
