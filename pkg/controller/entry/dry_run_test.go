@@ -82,7 +82,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 			env := newTestEnvWith(t,
 				envOptions{kubeClient: true, dryRun: tc.dryRun, wrapSPIRE: func(api spire.API) spire.EntryClient {
 					if tc.dryRun {
-						return spire.DryRun(api)
+						return spire.DryRun(api, nil)
 					}
 					return api
 				}},
