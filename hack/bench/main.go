@@ -127,7 +127,7 @@ func runBench(ctx context.Context, o options) error {
 	for _, n := range o.sizes {
 		res, err := benchN(ctx, cl, n, o, n == largest)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("bench at N=%d: %w", n, err)
 		}
 		results = append(results, res)
 	}

@@ -334,7 +334,7 @@ func TestIntegration(t *testing.T) {
 
 	t.Log("update the URL of one and the bundle of the other")
 	web = update(web, func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.BundleEndpointURL = endpoint + "/web/v2" })
-	spf = update(spf, func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
+	update(spf, func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
 		s.TrustDomainBundle = bundleDoc(t, "spiffe.test", []*x509.Certificate{ca2}, jwtKeys, 5*time.Minute, 2)
 	})
 	expect("updated relationships", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {

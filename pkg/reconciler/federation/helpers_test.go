@@ -20,10 +20,9 @@ import "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation/fed
 
 // Short names for the builders every test of this package uses.
 var (
-	newCA      = federationtest.NewCA
-	newJWTKey  = federationtest.NewJWTKey
-	bundleDoc  = federationtest.BundleDoc
-	cftd       = federationtest.Resource
-	webSpec    = federationtest.WebSpec
-	spiffeSpec = federationtest.SPIFFESpec
+	newCA     = federationtest.NewCA
+	newJWTKey = federationtest.NewJWTKey
+	bundleDoc = federationtest.BundleDoc
+	cftd      = federationtest.Resource
+	webSpec   = federationtest.WebSpec
 )

@@ -17,6 +17,7 @@ limitations under the License.
 package federation
 
 import (
+	"errors"
 	"net/url"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -91,7 +92,7 @@ func validateBundleEndpointURL(p *field.Path, raw string) (*url.URL, field.Error
 	switch {
 	case err != nil:
 		// url errors quote the URL, which may hold credentials; keep only the reason.
-		if ue, ok := err.(*url.Error); ok {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err
 		}
 		return nil, field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be a URL: "+err.Error())}
