@@ -116,13 +116,27 @@ func (w *Webhook) Ready() bool {
 // Run serves admission reviews and keeps the certificate and caBundle current until ctx is
 // done. It fails only if the port cannot be listened on; SPIRE or API errors are retried.
 func (w *Webhook) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithName("webhook")
-	ctx = klog.NewContext(ctx, logger)
+	listener, err := w.Listen()
+	if err != nil {
+		return err
+	}
+	w.Serve(ctx, listener)
+	return nil
+}
+
+// Listen opens the webhook's port, so that a port in use stops start-up before anything runs.
+func (w *Webhook) Listen() (net.Listener, error) {
 	addr := net.JoinHostPort(w.opts.Host, fmt.Sprint(w.opts.Port))
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("webhook: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("webhook: listen on %s: %w", addr, err)
 	}
+	return listener, nil
+}
+
+// Serve is Run on a listener from Listen; it closes the listener when ctx is done.
+func (w *Webhook) Serve(ctx context.Context, listener net.Listener) {
+	logger := klog.FromContext(ctx)
 	server := &http.Server{
 		Handler:           w.opts.Validators.Handler(),
 		TLSConfig:         &tls.Config{GetCertificate: w.cert.get, MinVersion: tls.VersionTLS12},
@@ -144,7 +158,6 @@ func (w *Webhook) Run(ctx context.Context) error {
 		_ = server.Shutdown(shutdownCtx)
 	})
 	w.keepCurrent(ctx)
-	return nil
 }
 
 // keepCurrent watches the ValidatingWebhookConfiguration and, on every change of it and at
