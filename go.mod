@@ -7,7 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/spiffe/go-spiffe/v2 v2.6.0
-	github.com/spiffe/spire-api-sdk v1.14.0
+	github.com/spiffe/spire-api-sdk v1.15.2
 	golang.org/x/mod v0.37.0
 	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.82.1
