@@ -69,8 +69,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.startEventRecording()
-			t.Cleanup(c.eventBroadcaster.Shutdown)
+			c.events.Start()
+			t.Cleanup(c.events.Shutdown)
 			api.ClearActions()
 
 			if err := c.fullResync(ctx); err != nil {
