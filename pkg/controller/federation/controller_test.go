@@ -532,7 +532,7 @@ func TestOnClusterFederatedTrustDomainUpdate(t *testing.T) {
 			want: []string{"a.org"}},
 		{name: "status written, by this controller or another: checked again, at no SPIRE cost",
 			new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
-				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue}}
+				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
 			}),
 			want: []string{"a.org"}},
 		{name: "renamed to another trust domain: the new one, then the one it gave up",
