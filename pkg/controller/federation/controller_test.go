@@ -44,7 +44,6 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -68,13 +67,10 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 	t.Cleanup(cancel)
 
 	env := &testEnv{t: t, ctx: ctx, spire: spiretest.New(t), api: spirefake.NewSimpleClientset()}
-	client, err := spire.Dial(ctx, env.spire.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := dial(ctx, t, env.spire.SocketPath())
 
 	env.factory = spireinformers.NewSharedInformerFactory(env.api, 0)
+	var err error
 	env.c, err = NewController(ctx, env.factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), k8sfake.NewClientset(), nil, client,
 		Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour})
 	if err != nil {

@@ -147,11 +147,7 @@ func TestIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := spire.Dial(ctx, spireServer.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
+	client := dial(ctx, t, spireServer.SocketPath())
 	counting := &countingClient{FederationClient: client}
 
 	factory := spireinformers.NewSharedInformerFactory(spireAPI, 0)

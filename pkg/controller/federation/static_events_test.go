@@ -30,7 +30,6 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -44,11 +43,7 @@ func TestStaticModeLogsEvents(t *testing.T) {
 	t.Cleanup(cancel)
 
 	server := spiretest.New(t)
-	client, err := spire.Dial(ctx, server.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := dial(ctx, t, server.SocketPath())
 
 	// Static mode feeds the informer from files; a fake clientset stands in for them here.
 	factory := spireinformers.NewSharedInformerFactory(spirefake.NewSimpleClientset(), 0)
