@@ -21,24 +21,15 @@ package federation
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	corev1 "k8s.io/api/core/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
-	spirescheme "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/scheme"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
@@ -53,11 +44,6 @@ const (
 	// trustDomainIndex finds the ClusterFederatedTrustDomains that name a trust domain.
 	trustDomainIndex = "spec.trustDomain"
 )
-
-func init() {
-	// Events about our kinds need them in the scheme the recorder uses.
-	utilruntime.Must(spirescheme.AddToScheme(scheme.Scheme))
-}
 
 // Options are the settings the controller declares relationships with.
 type Options struct {
@@ -100,6 +86,7 @@ type Controller struct {
 	opts Options
 	// spireAPI writes the status of our resources; nil leaves status alone.
 	spireAPI spireclientset.Interface
+	events   *runner.Events
 
 	cftdLister  spirelisters.ClusterFederatedTrustDomainLister
 	cftdIndexer cache.Indexer
@@ -114,10 +101,6 @@ type Controller struct {
 
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
-
-	eventBroadcaster record.EventBroadcaster
-	eventSink        record.EventSink
-	recorder         record.EventRecorder
 }
 
 // NewController wires the controller to the given informer. It registers an index and event
@@ -137,10 +120,10 @@ func NewController(
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	c := &Controller{
 		opts:     opts,
 		spireAPI: spireAPI,
+		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
 		spire:    spireClient,
 
 		cftdLister:  cftdInformer.Lister(),
@@ -148,16 +131,10 @@ func NewController(
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
 		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
-
-		eventBroadcaster: broadcaster,
-		recorder:         broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName}),
 	}
 	var err error
 	if c.reconciler, err = c.newReconciler(); err != nil {
 		return nil, err
-	}
-	if kubeClient != nil {
-		c.eventSink = &typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")}
 	}
 
 	if err := runner.AddIndexers(cftdInformer.Informer(), cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
@@ -171,7 +148,7 @@ func NewController(
 
 // newReconciler builds the SPIRE side from the controller's options and recorder.
 func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
-	return fedreconciler.NewReconciler(c.spire, c.recorder, fedreconciler.Options{
+	return fedreconciler.NewReconciler(c.spire, c.events.Recorder, fedreconciler.Options{
 		TrustDomain:  c.opts.TrustDomain,
 		Class:        c.opts.class(),
 		SharedServer: c.opts.SharedServer,
@@ -189,43 +166,16 @@ func (c *Controller) HasSynced() bool {
 // runs workers and the periodic resync until ctx is done. It returns once every goroutine it
 // started has ended.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-
-	c.startEventRecording()
-	defer c.eventBroadcaster.Shutdown()
-
-	var wg sync.WaitGroup
-	defer func() {
-		c.queue.ShutDown()
-		wg.Wait()
-		logger.Info("Stopped controller", "controller", ControllerName)
-	}()
-
-	logger.Info("Starting controller", "controller", ControllerName, "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cftdSynced) {
-		return
-	}
-	if !c.initialResync(ctx) {
-		return
-	}
-
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
-	}
-	wg.Go(func() { runner.Every(ctx, c.opts.ResyncInterval, c.fullResync) })
-
-	<-ctx.Done()
-}
-
-// startEventRecording logs Events and, unless in a dry run, records them to the API.
-func (c *Controller) startEventRecording() {
-	if c.opts.DryRun || c.eventSink == nil {
-		c.eventBroadcaster.StartStructuredLogging(2)
-		return
-	}
-	c.eventBroadcaster.StartStructuredLogging(3)
-	c.eventBroadcaster.StartRecordingToSink(c.eventSink)
+	runner.Run(ctx, runner.Loop{
+		Name:           ControllerName,
+		Events:         c.events,
+		CachesSynced:   []cache.InformerSynced{c.cftdSynced},
+		Resync:         c.fullResync,
+		ResyncInterval: c.opts.ResyncInterval,
+		OnSynced:       func() { c.synced.Store(true) },
+		Workers:        []runner.Workers{{Count: workers, Work: c.worker}},
+		Queues:         []runner.ShutDowner{c.queue},
+	})
 }
 
 func (c *Controller) worker(ctx context.Context) {

@@ -42,8 +42,8 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -67,13 +67,10 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 	t.Cleanup(cancel)
 
 	env := &testEnv{t: t, ctx: ctx, spire: spiretest.New(t), api: spirefake.NewSimpleClientset()}
-	client, err := spire.Dial(ctx, env.spire.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
+	client := dial(ctx, t, env.spire.SocketPath())
 
 	env.factory = spireinformers.NewSharedInformerFactory(env.api, 0)
+	var err error
 	env.c, err = NewController(ctx, env.factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), k8sfake.NewClientset(), nil, client,
 		Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour})
 	if err != nil {
@@ -92,7 +89,7 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 func (env *testEnv) setOptions(change func(*Options)) {
 	env.t.Helper()
 	change(&env.c.opts)
-	env.c.recorder = env.recorder
+	env.c.events.Recorder = env.recorder
 	var err error
 	if env.c.reconciler, err = env.c.newReconciler(); err != nil {
 		env.t.Fatal(err)
@@ -387,11 +384,8 @@ func TestFailedListWritesNothing(t *testing.T) {
 
 	// The initial resync retries until the list succeeds, and only then writes.
 	env.spire.FailNext(spiretest.MethodListFederationRelationships, 2, codes.Unavailable)
-	if !env.c.initialResync(env.ctx) {
-		t.Fatal("initialResync gave up")
-	}
-	if !env.c.HasSynced() {
-		t.Error("HasSynced is false after the initial resync")
+	if !runner.UntilSucceeded(env.ctx, env.c.fullResync) {
+		t.Fatal("the initial resync gave up")
 	}
 	// Two failed calls, then a list of one or more pages.
 	if n := env.spire.Calls(spiretest.MethodListFederationRelationships); n < 3 {
@@ -399,49 +393,6 @@ func TestFailedListWritesNothing(t *testing.T) {
 	}
 	if got := strings.Join(env.trustDomains(), ","); got != "new.org" {
 		t.Errorf("SPIRE holds %s, want new.org", got)
-	}
-}
-
-// metricValue reads a counter's or gauge's value.
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := m.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	if c := out.GetCounter(); c != nil {
-		return c.GetValue()
-	}
-	return out.GetGauge().GetValue()
-}
-
-// TestFullResyncMetrics: every full resync is counted by result, and a successful one sets
-// the time and duration gauges, as for the entry controller.
-func TestFullResyncMetrics(t *testing.T) {
-	env := newTestEnv(t, cftd("a", time.Hour, webSpec("a.org", "https://a/")))
-	success := metrics.FullResyncs.WithLabelValues(ControllerName, "success")
-	failure := metrics.FullResyncs.WithLabelValues(ControllerName, "failure")
-	successes, failures := metricValue(t, success), metricValue(t, failure)
-	before := float64(time.Now().Unix())
-
-	env.spire.FailNext(spiretest.MethodListFederationRelationships, 1, codes.Unavailable)
-	if err := env.c.fullResync(env.ctx); err == nil {
-		t.Fatal("fullResync succeeded while listing failed")
-	}
-	env.fullResync()
-
-	got := map[string]float64{
-		"success": metricValue(t, success) - successes,
-		"failure": metricValue(t, failure) - failures,
-	}
-	if diff := cmp.Diff(map[string]float64{"success": 1, "failure": 1}, got); diff != "" {
-		t.Errorf("full resyncs counted (-want +got):\n%s", diff)
-	}
-	if at := metricValue(t, metrics.LastFullResyncTime.WithLabelValues(ControllerName)); at < before {
-		t.Errorf("last full resync time = %v, want at least %v", at, before)
-	}
-	if d := metricValue(t, metrics.LastFullResyncDuration.WithLabelValues(ControllerName)); d <= 0 {
-		t.Errorf("last full resync duration = %v, want > 0", d)
 	}
 }
 
@@ -577,7 +528,7 @@ func TestOnClusterFederatedTrustDomainUpdate(t *testing.T) {
 			want: []string{"a.org"}},
 		{name: "status written, by this controller or another: checked again, at no SPIRE cost",
 			new: changed(func(o *spirev1alpha1.ClusterFederatedTrustDomain) {
-				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue}}
+				o.Status.Conditions = []metav1.Condition{{Type: spirev1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
 			}),
 			want: []string{"a.org"}},
 		{name: "renamed to another trust domain: the new one, then the one it gave up",
@@ -598,6 +549,19 @@ func TestOnClusterFederatedTrustDomainUpdate(t *testing.T) {
 	}
 }
 
+// metricValue reads a counter's or gauge's value.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if c := out.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return out.GetGauge().GetValue()
+}
+
 // webAsID returns a copy of obj naming its trust domain as a SPIFFE ID, which keys the same.
 func webAsID(obj *spirev1alpha1.ClusterFederatedTrustDomain) *spirev1alpha1.ClusterFederatedTrustDomain {
 	out := obj.DeepCopy()
@@ -606,9 +570,14 @@ func webAsID(obj *spirev1alpha1.ClusterFederatedTrustDomain) *spirev1alpha1.Clus
 }
 
 // TestRun runs the controller with its informer and workers: it writes nothing until SPIRE
-// answers a list, then follows resources created, renamed and deleted through the API.
+// answers a list, records its full resyncs in the metrics the entry controller records, then
+// follows resources created, renamed and deleted through the API.
 func TestRun(t *testing.T) {
 	env := newTestEnv(t)
+	success := metrics.FullResyncs.WithLabelValues(ControllerName, "success")
+	failure := metrics.FullResyncs.WithLabelValues(ControllerName, "failure")
+	successes, failures := metricValue(t, success), metricValue(t, failure)
+	before := float64(time.Now().Unix())
 	env.spire.SetRelationships(&spiretypes.FederationRelationship{TrustDomain: "undeclared.org", BundleEndpointUrl: "https://u/",
 		BundleEndpointProfile: &spiretypes.FederationRelationship_HttpsWeb{}})
 	env.spire.FailNext(spiretest.MethodListFederationRelationships, 2, codes.Unavailable)
@@ -643,6 +612,18 @@ func TestRun(t *testing.T) {
 	}
 	waitFor("initial resync", env.c.HasSynced)
 	waitFor("undeclared relationship deleted", holds(""))
+
+	// Two failed lists, then one that succeeded; a successful resync sets the gauges.
+	resyncs := map[string]float64{
+		"success": metricValue(t, success) - successes,
+		"failure": metricValue(t, failure) - failures,
+	}
+	if diff := cmp.Diff(map[string]float64{"success": 1, "failure": 2}, resyncs); diff != "" {
+		t.Errorf("full resyncs counted (-want +got):\n%s", diff)
+	}
+	if at := metricValue(t, metrics.LastFullResyncTime.WithLabelValues(ControllerName)); at < before {
+		t.Errorf("last full resync time = %v, want at least %v", at, before)
+	}
 
 	clients := env.api.SpireV1alpha1().ClusterFederatedTrustDomains()
 	obj := cftd("fed", 0, webSpec("a.org", "https://a.org/"))

@@ -48,14 +48,9 @@ func TestDryRunWritesNothing(t *testing.T) {
 			kube := k8sfake.NewClientset()
 			api := spirefake.NewSimpleClientset(owner, loser)
 			server := spiretest.New(t)
-			client, err := spire.Dial(ctx, server.SocketPath())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = client.Close() })
-			var spireClient spire.API = client
+			var spireClient spire.API = dial(ctx, t, server.SocketPath())
 			if dryRun {
-				spireClient = spire.DryRun(client, nil)
+				spireClient = spire.DryRun(spireClient, nil)
 			}
 
 			factory := spireinformers.NewSharedInformerFactory(api, 0)
@@ -69,8 +64,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.startEventRecording()
-			t.Cleanup(c.eventBroadcaster.Shutdown)
+			c.events.Start()
+			t.Cleanup(c.events.Shutdown)
 			api.ClearActions()
 
 			if err := c.fullResync(ctx); err != nil {

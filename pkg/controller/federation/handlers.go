@@ -23,6 +23,7 @@ import (
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
@@ -49,17 +50,8 @@ func indexByTrustDomain(obj any) ([]string, error) {
 	return []string{fedreconciler.KeyOf(cftd.Spec.TrustDomain)}, nil
 }
 
-// unwrap returns the object of an event, including the last known state of a deleted one.
-func unwrap(obj any) (*spirev1alpha1.ClusterFederatedTrustDomain, bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	cftd, ok := obj.(*spirev1alpha1.ClusterFederatedTrustDomain)
-	return cftd, ok
-}
-
 func (c *Controller) enqueue(obj any) {
-	if cftd, ok := unwrap(obj); ok {
+	if cftd, ok := runner.Unwrap[*spirev1alpha1.ClusterFederatedTrustDomain](obj); ok {
 		c.queue.Add(fedreconciler.KeyOf(cftd.Spec.TrustDomain))
 	}
 }
@@ -82,7 +74,7 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 }
 
 func (c *Controller) onDelete(obj any) {
-	if cftd, ok := unwrap(obj); ok {
+	if cftd, ok := runner.Unwrap[*spirev1alpha1.ClusterFederatedTrustDomain](obj); ok {
 		c.reconciler.ReleaseOnDelete(cftd)
 		c.queue.Add(fedreconciler.KeyOf(cftd.Spec.TrustDomain))
 	}

@@ -16,7 +16,13 @@ limitations under the License.
 
 package federation
 
-import "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation/federationtest"
+import (
+	"context"
+	"testing"
+
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler/federation/federationtest"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
 
 // Short names for the builders every test of this package uses.
 var (
@@ -27,3 +33,14 @@ var (
 	webSpec    = federationtest.WebSpec
 	spiffeSpec = federationtest.SPIFFESpec
 )
+
+// dial connects to a SPIRE server's socket, fake or real, for the rest of the test.
+func dial(ctx context.Context, t *testing.T, socketPath string) *spire.Client {
+	t.Helper()
+	client, err := spire.Dial(ctx, socketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}

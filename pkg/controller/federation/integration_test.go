@@ -147,11 +147,7 @@ func TestIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := spire.Dial(ctx, spireServer.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
+	client := dial(ctx, t, spireServer.SocketPath())
 	counting := &countingClient{FederationClient: client}
 
 	factory := spireinformers.NewSharedInformerFactory(spireAPI, 0)
@@ -365,12 +361,12 @@ func TestIntegration(t *testing.T) {
 	// which are random: make this resource younger than "spiffe" for certain.
 	time.Sleep(time.Second)
 	create("z-conflict", webSpec("spiffe.test", endpoint+"/conflict"))
-	expectEvent("web", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomainBundle")
-	expectEvent("bad", spirev1alpha1.ReasonFederationInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
-	expectEvent("own", spirev1alpha1.ReasonFederationInvalidSpec, "spec.trustDomain")
+	expectEvent("web", spirev1alpha1.ReasonInvalidSpec, "spec.trustDomainBundle")
+	expectEvent("bad", spirev1alpha1.ReasonInvalidSpec, "spec.bundleEndpointProfile.endpointSPIFFEID")
+	expectEvent("own", spirev1alpha1.ReasonInvalidSpec, "spec.trustDomain")
 	expectEvent("z-conflict", spirev1alpha1.ReasonFederationConflict, `"spiffe"`)
-	expectReady("web", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
-	expectReady("bad", metav1.ConditionFalse, spirev1alpha1.ReasonFederationInvalidSpec)
+	expectReady("web", metav1.ConditionFalse, spirev1alpha1.ReasonInvalidSpec)
+	expectReady("bad", metav1.ConditionFalse, spirev1alpha1.ReasonInvalidSpec)
 	expectReady("z-conflict", metav1.ConditionFalse, spirev1alpha1.ReasonFederationConflict)
 	expectReady("spiffe", metav1.ConditionTrue, spirev1alpha1.ReasonRelationshipSet)
 	expect("relationships untouched", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {

@@ -19,46 +19,19 @@ package federation
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
-
-	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
-	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
-// initialResync runs the first full resync, retrying with backoff until it succeeds or ctx
-// ends. It fails only when SPIRE cannot be listed (nothing is written then); relationships
-// SPIRE refuses are retried key by key and do not hold up readiness.
-func (c *Controller) initialResync(ctx context.Context) bool {
-	if !runner.UntilSucceeded(ctx, c.fullResync) {
-		return false
-	}
-	c.synced.Store(true)
-	return true
-}
-
-// fullResync runs a full resync and records it in the metrics the entry controller records
-// too, so that one dashboard and one alert cover both controllers.
+// fullResync hands every resource in view to the reconciler's full resync, which lists SPIRE
+// and diffs everything. The initial one is the first time the controller writes: a failed
+// list writes nothing, and in particular deletes nothing. It fails only when SPIRE cannot be
+// listed; relationships SPIRE refuses are retried key by key and do not hold up readiness.
+// runner.Run retries the first one until it succeeds, runs the others every ResyncInterval
+// and records all in the full-resync metrics, labelled with ControllerName as the entry
+// controller's are with its own, so that one dashboard and one alert cover both.
 func (c *Controller) fullResync(ctx context.Context) error {
-	start := time.Now()
-	err := c.resyncAll(ctx)
-	result := "success"
-	if err != nil {
-		result = "failure"
-	} else {
-		metrics.LastFullResyncTime.WithLabelValues(ControllerName).SetToCurrentTime()
-		metrics.LastFullResyncDuration.WithLabelValues(ControllerName).Set(time.Since(start).Seconds())
-	}
-	metrics.FullResyncs.WithLabelValues(ControllerName, result).Inc()
-	return err
-}
-
-// resyncAll hands every resource in view to the reconciler's full resync, which lists
-// SPIRE and diffs everything. The initial one is the first time the controller writes: a
-// failed list writes nothing, and in particular deletes nothing.
-func (c *Controller) resyncAll(ctx context.Context) error {
 	cftds, err := c.cftdLister.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing ClusterFederatedTrustDomains: %w", err)

@@ -29,7 +29,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
-	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -47,11 +46,7 @@ func TestTwoClassesShareOneServer(t *testing.T) {
 
 	stack := realcluster.NewStack(t)
 	spireServer, kubeClient, spireAPI := stack.SPIRE, stack.Client, stack.SpireAPI
-	client, err := spire.Dial(ctx, spireServer.SocketPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
+	client := dial(ctx, t, spireServer.SocketPath())
 
 	// A relationship of a third owner, made with SPIRE's own CLI.
 	if out, err := spireServer.CLI(ctx, "federation create", "-trustDomain", "manual.org",

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
@@ -35,18 +36,18 @@ import (
 func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problems []fedreconciler.Problem, writeErr error) map[string]metav1.Condition {
 	out := map[string]metav1.Condition{}
 	for _, cftd := range cftds {
-		out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionTrue,
+		out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 			ObservedGeneration: cftd.Generation, Reason: spirev1alpha1.ReasonRelationshipSet,
 			Message: "SPIRE holds the federation relationship as declared"}
 		if writeErr != nil {
-			out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
-				ObservedGeneration: cftd.Generation, Reason: spirev1alpha1.ReasonRelationshipWriteFailed,
-				Message: "SPIRE did not take the relationship (it is retried): " + truncate(writeErr.Error(), 1024)}
+			out[cftd.Name] = metav1.Condition{Type: spirev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				ObservedGeneration: cftd.Generation, Reason: spirev1alpha1.ReasonWriteFailed,
+				Message: "SPIRE did not take the relationship (it is retried): " + runner.Truncate(writeErr.Error(), 1024)}
 		}
 	}
 	for _, p := range problems {
-		out[p.Object.Name] = metav1.Condition{Type: spirev1alpha1.ClusterFederatedTrustDomainReady, Status: metav1.ConditionFalse,
-			ObservedGeneration: p.Object.Generation, Reason: p.Reason, Message: truncate(p.Message, 1024)}
+		out[p.Object.Name] = metav1.Condition{Type: spirev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			ObservedGeneration: p.Object.Generation, Reason: p.Reason, Message: runner.Truncate(p.Message, 1024)}
 	}
 	return out
 }

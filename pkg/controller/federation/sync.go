@@ -19,12 +19,12 @@ package federation
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
@@ -59,13 +59,6 @@ func (c *Controller) report(ctx context.Context, problems []fedreconciler.Proble
 	logger := klog.FromContext(ctx)
 	for _, p := range problems {
 		logger.Info("Ignoring ClusterFederatedTrustDomain", "clusterFederatedTrustDomain", klog.KObj(p.Object), "reason", p.Reason, "message", p.Message)
-		c.recorder.Event(p.Object, corev1.EventTypeWarning, p.Reason, truncate(p.Message, 1024))
+		c.events.Recorder.Event(p.Object, corev1.EventTypeWarning, p.Reason, runner.Truncate(p.Message, 1024))
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -17,12 +17,16 @@ limitations under the License.
 package runner
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -75,6 +79,50 @@ func TestEventsOnlyLogged(t *testing.T) {
 			arrival = time.Since(start)
 			if got := createdEvents(kube); got != tc.want {
 				t.Errorf("Events created = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOnlyLoggedEventsAreLoggedByDefault: where Events are only logged (static mode, which has
+// no kube client, and a dry run), the log is the only place to read them, so they are logged
+// at the default verbosity.
+func TestOnlyLoggedEventsAreLoggedByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kube    bool
+		onlyLog bool
+	}{
+		{name: "static mode"},
+		{name: "dry run", kube: true, onlyLog: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
+			ctx := klog.NewContext(context.Background(), logger)
+			var kube *k8sfake.Clientset
+			var events *Events
+			if tc.kube {
+				kube = k8sfake.NewClientset()
+				events = NewEvents(ctx, "test-events", kube, tc.onlyLog)
+			} else {
+				events = NewEvents(ctx, "test-events", nil, tc.onlyLog)
+			}
+			if !events.OnlyLogged() {
+				t.Fatal("Events would be sent to the API")
+			}
+			events.Start()
+			defer events.Shutdown()
+
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"}}
+			events.Recorder.Event(pod, corev1.EventTypeWarning, "Testing", "an event")
+			buffer := logger.GetSink().(ktesting.Underlier).GetBuffer()
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				return strings.Contains(buffer.String(), `reason="Testing"`), nil
+			}); err != nil {
+				t.Errorf("the Event was not logged at verbosity 0; log:\n%s", buffer.String())
+			}
+			if kube != nil && createdEvents(kube) != 0 {
+				t.Errorf("an only-logged Event reached the API")
 			}
 		})
 	}

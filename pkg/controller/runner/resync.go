@@ -29,7 +29,7 @@ import (
 // MeteredResync wraps a full resync so that every run is counted by result in
 // full_resyncs_total, and every successful one sets last_full_resync_timestamp_seconds and
 // last_full_resync_duration_seconds, all labelled with the controller's name. Run wraps the
-// resync it is given; a controller not on Run yet wraps its own.
+// resync it is given, so that every controller records the same metrics.
 func MeteredResync(controller string, resync func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		start := time.Now()

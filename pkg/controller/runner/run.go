@@ -18,7 +18,8 @@ limitations under the License.
 // starts the Events, waits for the informers, runs the first full resync against SPIRE with
 // backoff, then runs the workers and the periodic resync until the context ends; the named
 // rate-limited queues and the worker that syncs their keys with kube-controller-manager's
-// retry policy; the Events helper; and the full-resync metrics.
+// retry policy; the Events helper; the full-resync metrics; and the small helpers of event
+// handlers and status writers (AddIndexers, Unwrap, Truncate).
 package runner
 
 import (

@@ -61,7 +61,7 @@ func declarations(objs []*spirev1alpha1.ClusterFederatedTrustDomain, own spiffei
 		d := &declaration{trustDomain: key, owner: group[0]}
 		rel, errs := toRelationship(&d.owner.Spec, own)
 		if len(errs) > 0 {
-			problems = append(problems, Problem{Object: d.owner, Reason: spirev1alpha1.ReasonFederationInvalidSpec,
+			problems = append(problems, Problem{Object: d.owner, Reason: spirev1alpha1.ReasonInvalidSpec,
 				Message: "Invalid spec; the federation relationship is left as SPIRE holds it: " + errs.ToAggregate().Error()})
 		}
 		d.relationship = rel

@@ -17,6 +17,7 @@ limitations under the License.
 package federation
 
 import (
+	"maps"
 	"slices"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -76,7 +77,7 @@ type lastSentFunc func(trustDomain string) (*spiretypes.Bundle, bool)
 // lastSent tells whether a declared bundle changed since it was sent.
 func reconcile(decls map[string]*declaration, current map[string]*spiretypes.FederationRelationship, lastSent lastSentFunc) plan {
 	var p plan
-	for _, td := range sortedKeys(decls) {
+	for _, td := range slices.Sorted(maps.Keys(decls)) {
 		d := decls[td]
 		cur := current[td]
 		switch {
@@ -97,7 +98,7 @@ func reconcile(decls map[string]*declaration, current map[string]*spiretypes.Fed
 			}
 		}
 	}
-	for _, td := range sortedKeys(current) {
+	for _, td := range slices.Sorted(maps.Keys(current)) {
 		if decls[td] == nil {
 			p.toDelete = append(p.toDelete, td)
 		}
@@ -147,13 +148,4 @@ func updateMask(sendsBundle bool) *spiretypes.FederationRelationshipMask {
 		BundleEndpointProfile: true,
 		TrustDomainBundle:     sendsBundle,
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -16,12 +16,10 @@ limitations under the License.
 
 package v1alpha1
 
-// ClusterFederatedTrustDomainReady is the type of the condition that says whether SPIRE holds
-// the federation relationship a ClusterFederatedTrustDomain declares.
-const ClusterFederatedTrustDomainReady = "Ready"
-
-// Reasons of the Ready condition and of the Events recorded on ClusterFederatedTrustDomains.
-// Their values are what users' alerts and scripts match, so they never change.
+// Reasons of the Ready condition (ConditionReady) and of the Events recorded on
+// ClusterFederatedTrustDomains alone; ReasonInvalidSpec and ReasonWriteFailed, which every
+// kind shares, are in conditions.go. Their values are what users' alerts and scripts match,
+// so they never change.
 const (
 	// ReasonRelationshipSet: SPIRE holds the relationship as declared.
 	ReasonRelationshipSet = "RelationshipSet"
@@ -29,11 +27,6 @@ const (
 	ReasonRelationshipCreated = "RelationshipCreated"
 	// ReasonRelationshipUpdated: the relationship was updated in SPIRE (Event).
 	ReasonRelationshipUpdated = "RelationshipUpdated"
-	// ReasonRelationshipWriteFailed: SPIRE refused the write; it is retried.
-	ReasonRelationshipWriteFailed = "WriteFailed"
-	// ReasonFederationInvalidSpec: the spec cannot be written to SPIRE; the relationship is
-	// left as SPIRE holds it.
-	ReasonFederationInvalidSpec = "InvalidSpec"
 	// ReasonFederationConflict: an older resource declares the same trust domain, and this
 	// one is ignored.
 	ReasonFederationConflict = "Conflict"

@@ -16,19 +16,27 @@ limitations under the License.
 
 package v1alpha1
 
-// Condition types of ClusterSPIFFEID and ClusterStaticEntry status.
+// Condition types of the status of every kind.
 const (
-	// ConditionReady says whether SPIRE holds the entries a resource declares.
+	// ConditionReady says whether SPIRE holds what a resource declares: the entries of a
+	// ClusterSPIFFEID or a ClusterStaticEntry, the federation relationship of a
+	// ClusterFederatedTrustDomain.
 	ConditionReady = "Ready"
 )
 
 // Reasons of the Ready condition, also used as the reasons of the Events that explain them.
+// The first two serve every kind; the reasons of ClusterFederatedTrustDomains alone are in
+// clusterfederatedtrustdomain_reasons.go. Their values are what users' alerts and scripts
+// match, so they never change.
 const (
-	// ReasonInvalidSpec: the spec cannot be rendered into any entry.
+	// ReasonInvalidSpec: the spec cannot be rendered into any entry, or for a
+	// ClusterFederatedTrustDomain cannot be written to SPIRE, which then keeps the
+	// relationship it holds.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonRenderFailed: the templates render no valid entry for some selected pods.
 	ReasonRenderFailed = "RenderFailed"
-	// ReasonWriteFailed: SPIRE did not take some entries; they are retried.
+	// ReasonWriteFailed: SPIRE did not take some entries, or the relationship; they are
+	// retried.
 	ReasonWriteFailed = "WriteFailed"
 	// ReasonMasked: an older resource declares the same entry, and that one is written.
 	ReasonMasked = "Masked"
