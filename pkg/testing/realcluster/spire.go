@@ -60,6 +60,9 @@ type SPIREOptions struct {
 	LogLevel string
 	// Logf receives progress messages (binary builds, start-up). Optional.
 	Logf Logf
+	// Server names the spire-server binary: SPIREServer (SPIRE 1.15.3, the
+	// default) or SPIREServer113 (SPIRE 1.13.3) for tests of an older server.
+	Server string
 }
 
 // SPIRE is a running spire-server on 127.0.0.1 with a sqlite datastore, an
@@ -84,7 +87,14 @@ type SPIRE struct {
 // StartSPIRE writes a spire-server config, starts the server and waits until
 // `spire-server healthcheck` passes and the Prometheus endpoint answers.
 func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
-	bin, err := Binary(ctx, opts.Logf, SPIREServer)
+	server := opts.Server
+	if server == "" {
+		server = SPIREServer
+	}
+	if server != SPIREServer && server != SPIREServer113 {
+		return nil, fmt.Errorf("unknown spire-server binary %q: want %s or %s", server, SPIREServer, SPIREServer113)
+	}
+	bin, err := Binary(ctx, opts.Logf, server)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +145,8 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 		if err := s.writeConfig(logLevel); err != nil {
 			return nil, err
 		}
-		s.proc = newProcess(SPIREServer, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
-		s.logf.printf("realcluster: starting spire-server for %s on %s", s.trustDomain, s.socketPath)
+		s.proc = newProcess(server, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
+		s.logf.printf("realcluster: starting %s for %s on %s", server, s.trustDomain, s.socketPath)
 		if err := s.proc.start(); err != nil {
 			return nil, err
 		}
@@ -267,6 +277,18 @@ func (s *SPIRE) Address() string { return "127.0.0.1:" + strconv.Itoa(s.bindPort
 
 // Dir returns the directory holding the config, datastore and log.
 func (s *SPIRE) Dir() string { return s.dir }
+
+// Version returns what `spire-server --version` prints, e.g. "1.15.3".
+func (s *SPIRE) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+	// The CLI prints its version on standard error.
+	out, err := exec.CommandContext(ctx, s.bin, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w: %s", s.bin, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
 
 // LogTail returns the last n lines of the server log, for failure reports.
 func (s *SPIRE) LogTail(n int) string { return s.proc.logTail(n) }
