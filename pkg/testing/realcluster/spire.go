@@ -105,12 +105,12 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	if server != SPIREServer && server != SPIREServer113 {
 		return nil, fmt.Errorf("unknown spire-server binary %q: want %s or %s", server, SPIREServer, SPIREServer113)
 	}
+	if opts.Postgres != nil && opts.PostgresConnectionString != "" {
+		return nil, errors.New("set either Postgres or PostgresConnectionString, not both")
+	}
 	bin, err := Binary(ctx, opts.Logf, server)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Postgres != nil && opts.PostgresConnectionString != "" {
-		return nil, errors.New("set either Postgres or PostgresConnectionString, not both")
 	}
 	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, logf: opts.Logf}
 	if opts.Postgres != nil {

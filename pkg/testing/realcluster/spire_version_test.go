@@ -65,3 +65,10 @@ func TestStartSPIRERejectsUnknownServer(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the unknown binary", err)
 	}
 }
+
+func TestStartSPIRERejectsTwoDatastores(t *testing.T) {
+	_, err := StartSPIRE(t.Context(), SPIREOptions{Postgres: &Postgres{}, PostgresConnectionString: "dbname=x"})
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Fatalf("got %v, want an error about two datastores", err)
+	}
+}
