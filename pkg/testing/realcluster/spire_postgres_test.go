@@ -17,6 +17,7 @@ limitations under the License.
 package realcluster
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ func TestTwoSPIREServersOnOnePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The entry is in PostgreSQL, not in some sqlite file.
+	if n, err := pg.Query(ctx, databaseOf(first.PostgresConnectionString()), "SELECT count(*) FROM registered_entries"); err != nil || n != "1" {
+		t.Fatalf("rows in registered_entries: %q, %v; want 1", n, err)
+	}
 	seen, err := second.EntryShow(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -73,4 +78,14 @@ func TestTwoSPIREServersOnOnePostgres(t *testing.T) {
 	if left, err := first.EntryShow(ctx); err != nil || len(left) != 0 {
 		t.Fatalf("entries through the first server after the second deleted it: %+v, %v", left, err)
 	}
+}
+
+// databaseOf returns the dbname of a key=value connection string.
+func databaseOf(connectionString string) string {
+	for _, kv := range strings.Fields(connectionString) {
+		if name, ok := strings.CutPrefix(kv, "dbname="); ok {
+			return name
+		}
+	}
+	return ""
 }
