@@ -134,11 +134,13 @@ func (k *Kube) startComponent(ctx context.Context, name, bin string, args func(p
 		}
 		proc := newProcess(name, bin, filepath.Join(k.dir, name+".log"), args(ports[0])...)
 		k.logf.printf("realcluster: starting %s on 127.0.0.1:%d", name, ports[0])
+		start := time.Now()
 		if err := proc.start(); err != nil {
 			return nil, err
 		}
 		lastErr = waitHTTPReady(ctx, proc, controlPlaneReadyTimeout, client, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz")
 		if lastErr == nil {
+			k.logf.printf("realcluster: %s healthy in %s", name, time.Since(start).Round(time.Millisecond))
 			return proc, nil
 		}
 		proc.kill()

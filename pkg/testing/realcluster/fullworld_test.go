@@ -70,6 +70,20 @@ func TestFullWorldDeployment(t *testing.T) {
 		}
 	}
 	t.Logf("%d kwok nodes ready in %s", len(nodes), time.Since(start).Round(time.Millisecond))
+	// kwok keeps node leases, so the node-lifecycle controller never takes
+	// a node for stale.
+	err = wait.PollUntilContextTimeout(ctx, readyPollInterval, fullWorldTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, name := range nodes {
+			lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || lease.Spec.LeaseDurationSeconds == nil || *lease.Spec.LeaseDurationSeconds != KwokNodeLeaseDurationSeconds {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no %d-second node leases for %v: %v", KwokNodeLeaseDurationSeconds, nodes, err)
+	}
 
 	labels := map[string]string{"app": "web"}
 	deployment := &appsv1.Deployment{

@@ -120,11 +120,13 @@ func (k *Kube) startKwok(ctx context.Context, bin string, extra []string) error 
 		// kwok also loads ~/.kwok/kwok.yaml when it exists: keep a user's file out.
 		k.kwok.env = append(os.Environ(), "HOME="+k.dir)
 		k.logf.printf("realcluster: starting kwok on %s", addr)
+		start := time.Now()
 		if err := k.kwok.start(); err != nil {
 			return err
 		}
 		lastErr = waitHTTPReady(ctx, k.kwok, kwokReadyTimeout, &http.Client{Timeout: 2 * time.Second}, "http://"+addr+"/healthz")
 		if lastErr == nil {
+			k.logf.printf("realcluster: kwok healthy in %s", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
 		k.kwok.kill()
