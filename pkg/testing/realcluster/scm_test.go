@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +47,22 @@ func TestSCM(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(stack.Kube.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its own CRDs, not ours: their status has no conditions.
+	crds, err := apiextensionsclient.NewForConfig(stack.Kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "clusterspiffeids.spire.spiffe.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
+	if _, ok := status.Properties["stats"]; !ok {
+		t.Fatalf("ClusterSPIFFEID status schema has no stats: %+v", status)
+	}
+	if _, ok := status.Properties["conditions"]; ok {
+		t.Fatal("ClusterSPIFFEID status has conditions: our CRDs were installed, not spire-controller-manager's")
 	}
 	node, err := CreateNode(ctx, stack.Client, "node-a")
 	if err != nil {
@@ -86,22 +103,24 @@ func TestSCM(t *testing.T) {
 	ready := time.Since(start)
 
 	want := []Entry{{
-		SPIFFEID:  "spiffe://example.org/ns/apps/sa/default",
-		ParentID:  fmt.Sprintf("spiffe://example.org/spire/agent/k8s_psat/%s/%s", SCMClusterName, node.UID),
-		Selectors: []Selector{{Type: "k8s", Value: "ns:apps"}, {Type: "k8s", Value: "pod-uid:" + string(pod.UID)}},
+		SPIFFEID: "spiffe://example.org/ns/apps/sa/default",
+		ParentID: fmt.Sprintf("spiffe://example.org/spire/agent/k8s_psat/%s/%s", SCMClusterName, node.UID),
+		// spire-controller-manager selects a pod by its UID alone.
+		Selectors: []Selector{{Type: "k8s", Value: "pod-uid:" + string(pod.UID)}},
 	}}
+	// At start it also creates and deletes a probe entry of its own: wait
+	// until just the pod's entry is left.
 	var got []Entry
+	var ids []string
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		entries, err := stack.SPIRE.EntryShow(ctx)
 		if err != nil {
 			return false, err
 		}
-		got = nil
+		got, ids = nil, nil
 		for _, e := range entries {
 			got = append(got, Entry{SPIFFEID: e.SPIFFEID, ParentID: e.ParentID, Selectors: e.Selectors})
-		}
-		if len(entries) == 1 && !strings.HasPrefix(entries[0].ID, "rc.") {
-			return false, fmt.Errorf("entry ID %q lacks the configured prefix rc.", entries[0].ID)
+			ids = append(ids, e.ID)
 		}
 		return cmp.Equal(want, got), nil
 	})
@@ -109,6 +128,9 @@ func TestSCM(t *testing.T) {
 		t.Fatalf("SPIRE entries %+v, want %+v: %v", got, want, err)
 	}
 	t.Logf("spire-controller-manager ready in %s, pod's entry in SPIRE %s after start", ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if !strings.HasPrefix(ids[0], "rc.") {
+		t.Fatalf("entry ID %q lacks the configured prefix rc.", ids[0])
+	}
 
 	resp, err := http.Get(scm.MetricsURL())
 	if err != nil {
