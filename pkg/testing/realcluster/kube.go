@@ -548,7 +548,8 @@ func (k *Kube) Restart(ctx context.Context) error {
 }
 
 // Stop stops every component (kwok, kube-controller-manager, kube-scheduler,
-// kube-apiserver, etcd) and removes the directory if StartKube created it. It is safe to call more than once.
+// kube-apiserver, etcd) and removes the directory if StartKube created it.
+// It is safe to call more than once.
 func (k *Kube) Stop() error {
 	k.mu.Lock()
 	if k.stopped {
