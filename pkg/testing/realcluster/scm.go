@@ -58,7 +58,9 @@ func SCMCRDsDir(ctx context.Context) (string, error) {
 
 // SCMConfig holds the commonest fields of spire-controller-manager's
 // ControllerManagerConfig; Extra carries any other top-level field verbatim
-// (e.g. "reconcile", "leaderElection", "parentIDTemplate").
+// (e.g. "reconcile", "leaderElection", "parentIDTemplate"). Outside a
+// cluster, leader election needs leaderElection.resourceNamespace: there is
+// no service account namespace file to default it from.
 type SCMConfig struct {
 	ClusterName      string         `json:"clusterName,omitempty"`
 	ClusterDomain    string         `json:"clusterDomain,omitempty"`
