@@ -43,10 +43,21 @@ const ToolsBinEnv = "SPIRE_REGISTRAR_TOOLS_BIN"
 
 // Names of the real binaries built by hack/build-tools.sh.
 const (
-	Etcd          = "etcd"
-	KubeAPIServer = "kube-apiserver"
-	Kubectl       = "kubectl"
-	SPIREServer   = "spire-server"
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeScheduler         = "kube-scheduler"
+	KubeControllerManager = "kube-controller-manager"
+	Kubectl               = "kubectl"
+	// SPIREServer is SPIRE 1.15.3, the server the tests run by default.
+	SPIREServer = "spire-server"
+	// SPIREAgent is the agent of the same SPIRE release as SPIREServer.
+	SPIREAgent = "spire-agent"
+	// SPIREServer113 is SPIRE 1.13.3, kept for the one test of an older server.
+	SPIREServer113 = "spire-server-1.13"
+	// Kwok is sigs.k8s.io/kwok v0.8.0, which plays the kubelet for fake nodes.
+	Kwok = "kwok"
+	// SpireControllerManager is spire-controller-manager v0.7.0, the drop-in anchor.
+	SpireControllerManager = "spire-controller-manager"
 )
 
 // Logf receives human-readable progress messages. A nil Logf discards them.
@@ -110,7 +121,7 @@ func BinDir() (string, error) {
 var buildMu sync.Mutex
 
 // Binary returns the path of the named real binary (see Etcd, KubeAPIServer,
-// Kubectl, SPIREServer), building it with hack/build-tools.sh first if it is
+// SPIREServer and the other names above), building it with hack/build-tools.sh first if it is
 // missing. A cold build takes minutes; progress goes to logf.
 func Binary(ctx context.Context, logf Logf, name string) (string, error) {
 	paths, err := Binaries(ctx, logf, name)

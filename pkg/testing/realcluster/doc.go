@@ -19,13 +19,25 @@ limitations under the License.
 //
 // The binaries come from the per-user cache (see BinDir) and are
 // built from the pinned modules under hack/tools by hack/build-tools.sh when
-// missing. Only kube-apiserver and etcd run on the Kubernetes side: no
-// scheduler, controller-manager or kubelet, so Nodes and bound Pods are
-// created directly (CreateNode, CreatePod) and pod status is set by hand
-// (SetPodPhase). The SPIRE oracles (EntryShow, FederationShow) shell out to the
-// real spire-server CLI so tests check the server's state independently of
-// the controller's own SPIRE client.
+// missing.
 //
-// Tests use NewKube and NewSPIRE, which stop everything in t.Cleanup; other
-// programs use StartKube and StartSPIRE and call Stop themselves.
+// The Kubernetes side comes in two worlds. The light one (the default) runs
+// only etcd and kube-apiserver: no scheduler, controller-manager or kubelet,
+// so Nodes and bound Pods are created directly (CreateNode, CreatePod) and
+// pod status is set by hand (SetPodPhase). The full one (KubeOptions.Full)
+// adds kube-scheduler, kube-controller-manager and kwok: controllers make
+// pods, the scheduler places them on nodes made with CreateKwokNode, and kwok
+// runs them through their lives.
+//
+// spire-server runs SPIRE 1.15.3 by default (SPIREOptions.Server picks 1.13.3)
+// on sqlite, or on a private PostgreSQL cluster (StartPostgres), where two
+// servers may share one database as replicas do. spire-controller-manager
+// v0.7.0, the drop-in anchor, runs as a process too (StartSCM), on its own
+// CRDs if asked (SCMCRDsDir). The SPIRE oracles (EntryShow, FederationShow)
+// shell out to the real spire-server CLI so tests check the server's state
+// independently of the controller's own SPIRE client.
+//
+// Tests use NewKube, NewSPIRE, NewPostgres and NewSCM, which stop everything
+// in t.Cleanup; other programs use the Start functions and call Stop
+// themselves.
 package realcluster

@@ -70,21 +70,43 @@ type KubeOptions struct {
 	// ExtraAPIServerArgs are appended to kube-apiserver's command line, so
 	// they override the defaults.
 	ExtraAPIServerArgs []string
+
+	// Full selects the full world: kube-scheduler, kube-controller-manager
+	// (ControllerManagerControllers) and kwok run too, and kube-apiserver
+	// keeps the ServiceAccount admission plugin. Controllers then make pods,
+	// the scheduler places them on the nodes made with CreateKwokNode, and
+	// kwok runs them: Running and Ready with IPs, Job pods complete, graceful
+	// deletes finish. Without Full (the light world, quicker to start) only
+	// etcd and kube-apiserver run and objects are only stored.
+	Full bool
+	// ExtraSchedulerArgs, ExtraControllerManagerArgs and ExtraKwokArgs are
+	// appended to those command lines in the full world.
+	ExtraSchedulerArgs         []string
+	ExtraControllerManagerArgs []string
+	ExtraKwokArgs              []string
 }
 
-// Kube is a running etcd plus kube-apiserver on 127.0.0.1. Neither a
-// controller-manager, a scheduler nor a kubelet runs: objects are only stored.
+// Kube is a running etcd plus kube-apiserver on 127.0.0.1, and in the full
+// world kube-scheduler, kube-controller-manager and kwok. In the light world
+// neither a controller-manager, a scheduler nor a kubelet runs: objects are
+// only stored.
 type Kube struct {
 	dir      string
 	ownedDir bool
 	logf     Logf
 
+	full      bool
 	etcd      *process
 	apiServer *process
-	etcdURL   string
-	host      string
-	token     string
-	certFile  string
+	// Only in the full world:
+	scheduler         *process
+	controllerManager *process
+	kwok              *process
+
+	etcdURL  string
+	host     string
+	token    string
+	certFile string
 
 	kubeconfig string
 
@@ -95,14 +117,21 @@ type Kube struct {
 
 // StartKube starts etcd and kube-apiserver, waits until kube-apiserver's
 // /readyz passes and the default namespace exists, and writes a kubeconfig.
+// In the full world it then starts kube-scheduler, kube-controller-manager
+// and kwok and waits for each, and for the default namespace's "default"
+// service account.
 // The caller must call Stop on success; on failure StartKube has already
 // stopped whatever it started.
 func StartKube(ctx context.Context, opts KubeOptions) (*Kube, error) {
-	bins, err := Binaries(ctx, opts.Logf, Etcd, KubeAPIServer)
+	names := []string{Etcd, KubeAPIServer}
+	if opts.Full {
+		names = append(names, KubeScheduler, KubeControllerManager, Kwok)
+	}
+	bins, err := Binaries(ctx, opts.Logf, names...)
 	if err != nil {
 		return nil, err
 	}
-	k := &Kube{logf: opts.Logf}
+	k := &Kube{logf: opts.Logf, full: opts.Full}
 	if opts.Dir == "" {
 		if k.dir, err = os.MkdirTemp("", "realcluster-kube-"); err != nil {
 			return nil, fmt.Errorf("create kube dir: %w", err)
@@ -126,8 +155,33 @@ func StartKube(ctx context.Context, opts KubeOptions) (*Kube, error) {
 	if err := k.startAPIServer(ctx, bins[1], opts.ExtraAPIServerArgs); err != nil {
 		return nil, err
 	}
+	if opts.Full {
+		if err := k.startFullWorld(ctx, bins[2], bins[3], bins[4], opts); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return k, nil
+}
+
+// startFullWorld starts kube-scheduler, kube-controller-manager and kwok,
+// then waits for the default namespace's service account, without which
+// kube-apiserver refuses pods there.
+func (k *Kube) startFullWorld(ctx context.Context, scheduler, controllerManager, kwok string, opts KubeOptions) error {
+	if err := k.startScheduler(ctx, scheduler, opts.ExtraSchedulerArgs); err != nil {
+		return err
+	}
+	if err := k.startControllerManager(ctx, controllerManager, opts.ExtraControllerManagerArgs); err != nil {
+		return err
+	}
+	if err := k.startKwok(ctx, kwok, opts.ExtraKwokArgs); err != nil {
+		return err
+	}
+	client, err := k.Client()
+	if err != nil {
+		return err
+	}
+	return WaitServiceAccount(ctx, client, metav1.NamespaceDefault, "default")
 }
 
 // NewKube starts a Kube for a test and stops it in t.Cleanup; it fails the
@@ -145,10 +199,14 @@ func NewKube(t testing.TB, opts KubeOptions) *Kube {
 	if err != nil {
 		t.Fatalf("start kube: %v", err)
 	}
-	t.Logf("realcluster: etcd and kube-apiserver ready at %s in %s", k.host, time.Since(start).Round(time.Millisecond))
+	what := "etcd and kube-apiserver"
+	if opts.Full {
+		what = "etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok"
+	}
+	t.Logf("realcluster: %s ready at %s in %s", what, k.host, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s\n%s", k.etcd.logTail(logTailLines), k.apiServer.logTail(logTailLines))
+			t.Logf("%s", k.LogTails(logTailLines))
 		}
 		if err := k.Stop(); err != nil {
 			t.Errorf("stop kube: %v", err)
@@ -255,11 +313,14 @@ func (k *Kube) apiServerArgs(port int, extra []string) []string {
 		"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 		"--service-account-issuer=" + ServiceAccountIssuer,
 		"--service-cluster-ip-range=" + ServiceClusterIPRange,
+		"--allow-privileged=true",
+	}
+	if !k.full {
 		// The ServiceAccount plugin rejects pods whose service account does
 		// not exist, and without kube-controller-manager nobody creates
-		// "default" in each namespace.
-		"--disable-admission-plugins=ServiceAccount",
-		"--allow-privileged=true",
+		// "default" in each namespace. The full world keeps it: pods made by
+		// controllers get their serviceAccountName only from it.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(args, extra...)
 }
@@ -431,11 +492,29 @@ func (k *Kube) EtcdURL() string { return k.etcdURL }
 // Dir returns the directory holding data, logs and the kubeconfig.
 func (k *Kube) Dir() string { return k.dir }
 
-// LogTails returns the last n lines of the etcd and kube-apiserver logs, for
-// failure reports.
+// LogTails returns the last n lines of each component's log, for failure
+// reports.
 func (k *Kube) LogTails(n int) string {
-	return k.etcd.logTail(n) + "\n" + k.apiServer.logTail(n)
+	var tails []string
+	for _, p := range k.processes() {
+		tails = append(tails, p.logTail(n))
+	}
+	return strings.Join(tails, "\n")
 }
+
+// processes lists the components started so far, in start order.
+func (k *Kube) processes() []*process {
+	var out []*process
+	for _, p := range []*process{k.etcd, k.apiServer, k.scheduler, k.controllerManager, k.kwok} {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Full reports whether this is the full world (see KubeOptions.Full).
+func (k *Kube) Full() bool { return k.full }
 
 // StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after a grace
 // period) and leaves etcd running, for tests of an unreachable API server.
@@ -461,14 +540,16 @@ func (k *Kube) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// Restart restarts kube-apiserver only; etcd and so all objects are kept.
+// Restart restarts kube-apiserver only; etcd and so all objects are kept, and
+// the full world's other components reconnect on their own.
 func (k *Kube) Restart(ctx context.Context) error {
 	k.StopAPIServer()
 	return k.StartAPIServer(ctx)
 }
 
-// Stop stops kube-apiserver and etcd and removes the directory if StartKube
-// created it. It is safe to call more than once.
+// Stop stops every component (kwok, kube-controller-manager, kube-scheduler,
+// kube-apiserver, etcd) and removes the directory if StartKube created it.
+// It is safe to call more than once.
 func (k *Kube) Stop() error {
 	k.mu.Lock()
 	if k.stopped {
@@ -477,6 +558,12 @@ func (k *Kube) Stop() error {
 	}
 	k.stopped = true
 	k.mu.Unlock()
+	// The clients of kube-apiserver first, so that none logs its going away.
+	for _, p := range []*process{k.kwok, k.controllerManager, k.scheduler} {
+		if p != nil {
+			p.stop(controlPlaneStopGrace)
+		}
+	}
 	if k.apiServer != nil {
 		k.apiServer.stop(apiServerStopGrace)
 	}

@@ -51,5 +51,6 @@ const startAttempts = 3
 // isAddrInUse reports whether a start-up failure was caused by a port that
 // another process grabbed between freePorts and our child binding it.
 func isAddrInUse(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "address already in use")
+	// Go programs say "address already in use", PostgreSQL "Address already in use".
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
 }

@@ -36,6 +36,11 @@ type process struct {
 	path    string
 	args    []string
 	logPath string
+	// env, if not nil, replaces the environment the child inherits.
+	env []string
+	// credential, if set, runs the child as another user (e.g. postgres,
+	// which refuses to run as root).
+	credential *syscall.Credential
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -66,6 +71,7 @@ func (p *process) start() error {
 	fmt.Fprintf(logFile, "=== %s starting at %s: %s %s\n", p.name, time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
 
 	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = p.env
 	// An *os.File as stdout/stderr is handed to the child directly: no copying
 	// goroutines that could outlive the process.
 	cmd.Stdout = logFile
@@ -74,7 +80,8 @@ func (p *process) start() error {
 		// Own process group, so signals reach any grandchildren too.
 		Setpgid: true,
 		// If the test binary dies (e.g. a go test timeout), take the child with it.
-		Pdeathsig: syscall.SIGKILL,
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: p.credential,
 	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

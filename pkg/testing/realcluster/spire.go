@@ -50,9 +50,9 @@ const (
 
 // SPIREOptions configures StartSPIRE.
 type SPIREOptions struct {
-	// Dir holds the config, datastore and log. If empty, a temporary
-	// directory is used and removed by Stop. A datastore already in Dir is
-	// reused.
+	// Dir holds the config, the sqlite datastore and the log. If empty, a
+	// temporary directory is used and removed by Stop. A sqlite datastore
+	// already in Dir is reused.
 	Dir string
 	// TrustDomain defaults to DefaultTrustDomain.
 	TrustDomain string
@@ -60,11 +60,23 @@ type SPIREOptions struct {
 	LogLevel string
 	// Logf receives progress messages (binary builds, start-up). Optional.
 	Logf Logf
+	// Server names the spire-server binary: SPIREServer (SPIRE 1.15.3, the
+	// default) or SPIREServer113 (SPIRE 1.13.3) for tests of an older server.
+	Server string
+	// Postgres, if set, keeps the datastore in a new database of its own on
+	// this PostgreSQL cluster instead of sqlite.
+	Postgres *Postgres
+	// PostgresConnectionString, if set, keeps the datastore in this
+	// PostgreSQL database instead of sqlite. Servers given the same string
+	// share one datastore, as the replicas of a SPIRE deployment do; see
+	// SPIRE.PostgresConnectionString. Excludes Postgres.
+	PostgresConnectionString string
 }
 
-// SPIRE is a running spire-server on 127.0.0.1 with a sqlite datastore, an
-// in-memory key manager and the join_token node attestor. Its API is served
-// on a unix socket without authentication, as the local admin socket is.
+// SPIRE is a running spire-server on 127.0.0.1 with a sqlite or PostgreSQL
+// datastore, an in-memory key manager (each server has CA keys of its own,
+// even on a shared datastore) and the join_token node attestor. Its API is
+// served on a unix socket without authentication, as the local admin socket is.
 type SPIRE struct {
 	bin         string
 	dir         string
@@ -74,8 +86,10 @@ type SPIRE struct {
 	trustDomain string
 	bindPort    int
 	metricsPort int
-	logf        Logf
-	proc        *process
+	// postgres is the datastore's connection string, empty for sqlite.
+	postgres string
+	logf     Logf
+	proc     *process
 
 	mu      sync.Mutex
 	stopped bool
@@ -84,11 +98,26 @@ type SPIRE struct {
 // StartSPIRE writes a spire-server config, starts the server and waits until
 // `spire-server healthcheck` passes and the Prometheus endpoint answers.
 func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
-	bin, err := Binary(ctx, opts.Logf, SPIREServer)
+	server := opts.Server
+	if server == "" {
+		server = SPIREServer
+	}
+	if server != SPIREServer && server != SPIREServer113 {
+		return nil, fmt.Errorf("unknown spire-server binary %q: want %s or %s", server, SPIREServer, SPIREServer113)
+	}
+	if opts.Postgres != nil && opts.PostgresConnectionString != "" {
+		return nil, errors.New("set either Postgres or PostgresConnectionString, not both")
+	}
+	bin, err := Binary(ctx, opts.Logf, server)
 	if err != nil {
 		return nil, err
 	}
-	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, logf: opts.Logf}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, logf: opts.Logf}
+	if opts.Postgres != nil {
+		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.trustDomain == "" {
 		s.trustDomain = DefaultTrustDomain
 	}
@@ -135,8 +164,8 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 		if err := s.writeConfig(logLevel); err != nil {
 			return nil, err
 		}
-		s.proc = newProcess(SPIREServer, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
-		s.logf.printf("realcluster: starting spire-server for %s on %s", s.trustDomain, s.socketPath)
+		s.proc = newProcess(server, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
+		s.logf.printf("realcluster: starting %s for %s on %s", server, s.trustDomain, s.socketPath)
 		if err := s.proc.start(); err != nil {
 			return nil, err
 		}
@@ -181,6 +210,10 @@ func (s *SPIRE) configPath() string { return filepath.Join(s.dir, "server.conf")
 
 func (s *SPIRE) writeConfig(logLevel string) error {
 	q := strconv.Quote
+	databaseType, connectionString := "sqlite3", filepath.Join(s.dir, "data", "datastore.sqlite3")
+	if s.postgres != "" {
+		databaseType, connectionString = "postgres", s.postgres
+	}
 	conf := fmt.Sprintf(`server {
     bind_address = "127.0.0.1"
     bind_port = "%d"
@@ -193,7 +226,7 @@ func (s *SPIRE) writeConfig(logLevel string) error {
 plugins {
     DataStore "sql" {
         plugin_data {
-            database_type = "sqlite3"
+            database_type = %s
             connection_string = %s
         }
     }
@@ -214,7 +247,7 @@ telemetry {
     }
 }
 `, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
-		q(filepath.Join(s.dir, "data", "datastore.sqlite3")), s.metricsPort)
+		q(databaseType), q(connectionString), s.metricsPort)
 	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -267,6 +300,23 @@ func (s *SPIRE) Address() string { return "127.0.0.1:" + strconv.Itoa(s.bindPort
 
 // Dir returns the directory holding the config, datastore and log.
 func (s *SPIRE) Dir() string { return s.dir }
+
+// PostgresConnectionString returns the connection string of the server's
+// PostgreSQL datastore, or "" if it runs on sqlite. Pass it to a second
+// StartSPIRE to run two servers on one datastore.
+func (s *SPIRE) PostgresConnectionString() string { return s.postgres }
+
+// Version returns what `spire-server --version` prints, e.g. "1.15.3".
+func (s *SPIRE) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+	// The CLI prints its version on standard error.
+	out, err := exec.CommandContext(ctx, s.bin, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w: %s", s.bin, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
 
 // LogTail returns the last n lines of the server log, for failure reports.
 func (s *SPIRE) LogTail(n int) string { return s.proc.logTail(n) }

@@ -35,13 +35,32 @@ type Stack struct {
 	SpireAPI spireclientset.Interface
 }
 
+// StackOptions configures NewStackWith.
+type StackOptions struct {
+	Kube  KubeOptions
+	SPIRE SPIREOptions
+	// SCMCRDs installs spire-controller-manager v0.7.0's own CRDs (see
+	// SCMCRDsDir) instead of ours, as a cluster set up by the official Helm
+	// chart has them.
+	SCMCRDs bool
+}
+
 // NewStack starts a Stack for a test; everything stops when the test ends.
 func NewStack(t testing.TB) *Stack {
 	t.Helper()
-	kube := NewKube(t, KubeOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return NewStackWith(t, StackOptions{})
+}
+
+// NewStackWith is NewStack with options; everything stops when the test ends.
+func NewStackWith(t testing.TB, opts StackOptions) *Stack {
+	t.Helper()
+	kube := NewKube(t, opts.Kube)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	dir, err := CRDsDir()
+	if opts.SCMCRDs {
+		dir, err = SCMCRDsDir(ctx)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,5 +75,5 @@ func NewStack(t testing.TB) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Stack{Kube: kube, SPIRE: NewSPIRE(t, SPIREOptions{}), Client: client, SpireAPI: spireAPI}
+	return &Stack{Kube: kube, SPIRE: NewSPIRE(t, opts.SPIRE), Client: client, SpireAPI: spireAPI}
 }
