@@ -133,10 +133,9 @@ func (c *ClusterSPIFFEID) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
 	return c.NamespaceSelector.Matches(labels.Set(ns.Labels)) && c.PodSelector.Matches(labels.Set(pod.Labels))
 }
 
-// ApplicableClusterSPIFFEIDs returns the ClusterSPIFFEIDs that apply to a pod: those that
-// select it, except that fallback ones apply only when no other one does.
-func ApplicableClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, pod *corev1.Pod) []*ClusterSPIFFEID {
-	var regular, fallback []*ClusterSPIFFEID
+// SelectingClusterSPIFFEIDs returns the ClusterSPIFFEIDs whose selectors match a pod, regular
+// and fallback ones apart, each in the order given.
+func SelectingClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, pod *corev1.Pod) (regular, fallback []*ClusterSPIFFEID) {
 	for _, c := range all {
 		if !c.Selects(ns, pod) {
 			continue
@@ -147,8 +146,5 @@ func ApplicableClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, po
 			regular = append(regular, c)
 		}
 	}
-	if len(regular) > 0 {
-		return regular
-	}
-	return fallback
+	return regular, fallback
 }

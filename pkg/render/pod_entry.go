@@ -64,21 +64,31 @@ type Failure struct {
 }
 
 // PodEntries renders the entries that clusterSPIFFEIDs declare for a pod in namespace ns,
-// running on node, targeted by slices. Only the ClusterSPIFFEIDs that apply to the pod take
-// part (see ApplicableClusterSPIFFEIDs); each either declares one entry or is a Failure.
+// running on node, targeted by slices. Every ClusterSPIFFEID that selects the pod takes part,
+// the regular ones first; each either declares one entry or is a Failure. A fallback one is
+// skipped, as in spire-controller-manager, once a regular one has rendered an entry for the
+// pod: a regular one that fails to render does not suppress the fallback.
 func (r *Renderer) PodEntries(clusterSPIFFEIDs []*ClusterSPIFFEID, pod *corev1.Pod, ns *corev1.Namespace, node *corev1.Node,
 	slices []*discoveryv1.EndpointSlice) ([]*DeclaredEntry, []Failure) {
-	applicable := ApplicableClusterSPIFFEIDs(clusterSPIFFEIDs, ns, pod)
-	services := ServicesOfPod(slices, pod.Namespace, pod.Name)
+	regular, fallback := SelectingClusterSPIFFEIDs(clusterSPIFFEIDs, ns, pod)
+	services := ServicesOfPod(slices, pod)
 	var declared []*DeclaredEntry
 	var failures []Failure
-	for _, c := range applicable {
+	render := func(c *ClusterSPIFFEID) {
 		e, err := r.PodEntry(c, pod, node, services)
 		if err != nil {
 			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: err})
-			continue
+			return
 		}
 		declared = append(declared, NewDeclaredEntry(e, c.Declarer(pod.UID)))
+	}
+	for _, c := range regular {
+		render(c)
+	}
+	if len(declared) == 0 {
+		for _, c := range fallback {
+			render(c)
+		}
 	}
 	return declared, failures
 }
@@ -93,21 +103,20 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 	if c.Err != nil {
 		return nil, c.Err
 	}
+	// The parent ID template sees only the node, as in spire-controller-manager.
 	data := &templateData{
 		TrustDomain:   r.trustDomain.Name(),
 		ClusterName:   r.clusterName,
 		ClusterDomain: r.clusterDomain,
-		PodMeta:       &pod.ObjectMeta,
-		PodSpec:       &pod.Spec,
 		NodeMeta:      &node.ObjectMeta,
 		NodeSpec:      &node.Spec,
 	}
-
-	spiffeID, err := r.renderID(c.spiffeID, data)
+	parentID, err := r.renderID(r.parentID, data)
 	if err != nil {
 		return nil, err
 	}
-	parentID, err := r.renderID(r.parentID, data)
+	data.PodMeta, data.PodSpec = &pod.ObjectMeta, &pod.Spec
+	spiffeID, err := r.renderID(c.spiffeID, data)
 	if err != nil {
 		return nil, err
 	}

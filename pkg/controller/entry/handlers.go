@@ -266,11 +266,11 @@ func (c *Controller) enqueueSlicePods(obj any) {
 	}
 }
 
-// onSliceUpdate resyncs only when the pods a slice targets or its Service changed; endpoint
-// readiness flips, the most frequent update, change no DNS name.
+// onSliceUpdate resyncs only when the pods a slice lists as v1 Endpoints would, or its
+// Service, changed; most readiness flips change neither.
 func (c *Controller) onSliceUpdate(oldObj, newObj any) {
 	oldSlice, newSlice := oldObj.(*discoveryv1.EndpointSlice), newObj.(*discoveryv1.EndpointSlice)
-	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SlicePods(oldSlice), render.SlicePods(newSlice)) {
+	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SliceListedPods(oldSlice), render.SliceListedPods(newSlice)) {
 		return
 	}
 	c.enqueueSlicePods(oldSlice)
