@@ -24,6 +24,7 @@ limitations under the License.
 package render
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -51,11 +52,18 @@ func NewRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, p
 	return &Renderer{trustDomain: trustDomain, clusterName: clusterName, clusterDomain: clusterDomain, parentID: parentID}, nil
 }
 
-// PodDeclaresEntries reports whether a pod can have entries at all: pods that run nowhere yet
-// or have finished declare nothing.
+// PodDeclaresEntries reports whether a pod can have entries at all: pods that have finished
+// declare nothing (a deliberate difference from spire-controller-manager, which keeps their
+// entries until the pod is deleted). A pod that runs nowhere yet takes part, and fails to
+// render with ErrNodeNotFound.
 func PodDeclaresEntries(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
+
+// ErrNodeNotFound is the render failure of a pod whose node is unknown, or that is not
+// scheduled yet. spire-controller-manager counts such pods as render failures, and so does
+// the status here.
+var ErrNodeNotFound = errors.New("node not found")
 
 // Failure is a ClusterSPIFFEID that applies to a pod but renders no valid entry for it.
 type Failure struct {
@@ -64,7 +72,7 @@ type Failure struct {
 }
 
 // PodEntries renders the entries that clusterSPIFFEIDs declare for a pod in namespace ns,
-// running on node, targeted by slices. Every ClusterSPIFFEID that selects the pod takes part,
+// running on node (nil when unknown or not scheduled), targeted by slices. Every ClusterSPIFFEID that selects the pod takes part,
 // the regular ones first; each either declares one entry or is a Failure. A fallback one is
 // skipped, as in spire-controller-manager, once a regular one has rendered an entry for the
 // pod: a regular one that fails to render does not suppress the fallback.
@@ -75,6 +83,10 @@ func (r *Renderer) PodEntries(clusterSPIFFEIDs []*ClusterSPIFFEID, pod *corev1.P
 	var declared []*DeclaredEntry
 	var failures []Failure
 	render := func(c *ClusterSPIFFEID) {
+		if node == nil {
+			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: fmt.Errorf("%w: %q", ErrNodeNotFound, pod.Spec.NodeName)})
+			return
+		}
 		e, err := r.PodEntry(c, pod, node, services)
 		if err != nil {
 			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: err})

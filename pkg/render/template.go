@@ -32,23 +32,30 @@ import (
 // Templates accept everything spire-controller-manager accepts: the whole text/template
 // language with its builtin functions. Whoever can write a ClusterSPIFFEID must still not be
 // able to stall or exhaust the controller, so one execution is bounded by limits that no real
-// template comes near: what it may write and build, and how many loop iterations and template
-// calls it may make, and for how long it may run.
+// template comes near: what it may write and build, how many loop iterations and template
+// calls it may make, and how long it may run.
 const (
 	// maxRenderedBytes bounds what one template may write, and every string its printing
 	// functions build. A SPIFFE ID is at most 2048 bytes and every other rendered value is
 	// far shorter.
 	maxRenderedBytes = 2048
-	// maxTemplateSteps bounds the range iterations and template calls of one execution. Real
-	// templates range over a pod's labels or containers: tens of steps.
-	maxTemplateSteps = 10000
+	// maxRangeIterations bounds the range iterations of one execution. Real templates range
+	// over a pod's labels or containers: tens of iterations.
+	maxRangeIterations = 10000
+	// maxTemplateCalls bounds the template calls of one execution, and so the depth of a
+	// recursion, whose stack is costly well before text/template's own depth limit.
+	maxTemplateCalls = 1000
 	// maxExecutionTime bounds one execution; real templates take microseconds.
 	maxExecutionTime = time.Second
 )
 
-// stepFunc is the function injected at the start of every range body and every template, so
-// that each iteration and each call is counted. Its name cannot clash with a builtin.
-const stepFunc = "_spireRegistrarStep"
+// iterationFunc and callFunc are the functions injected at the start of every range body and
+// every template, so that each iteration and each call is counted. Their names cannot clash
+// with builtins.
+const (
+	iterationFunc = "_spireRegistrarIteration"
+	callFunc      = "_spireRegistrarCall"
+)
 
 // templateData is what ClusterSPIFFEID templates and parentIDTemplate can refer to. The names
 // are spire-controller-manager's, so existing templates render the same.
@@ -65,20 +72,24 @@ type templateData struct {
 // templateFuncs replace the builtin printing functions with bounded ones and declare the step
 // counter, whose per-execution binding execute installs.
 var templateFuncs = template.FuncMap{
-	"printf":   boundedPrintf,
-	"print":    bounded(fmt.Sprint),
-	"println":  bounded(fmt.Sprintln),
-	"html":     bounded(template.HTMLEscaper),
-	"js":       bounded(template.JSEscaper),
-	"urlquery": bounded(template.URLQueryEscaper),
-	stepFunc:   func() (string, error) { return "", nil },
+	"printf":      boundedPrintf,
+	"print":       bounded(fmt.Sprint),
+	"println":     bounded(fmt.Sprintln),
+	"html":        bounded(template.HTMLEscaper),
+	"js":          bounded(template.JSEscaper),
+	"urlquery":    bounded(template.URLQueryEscaper),
+	iterationFunc: func() (string, error) { return "", nil },
+	callFunc:      func() (string, error) { return "", nil },
 }
 
-// stepNode is the action that calls stepFunc, parsed once and shared by every template.
-var stepNode = func() parse.Node {
-	t := template.Must(template.New("step").Funcs(templateFuncs).Parse("{{" + stepFunc + "}}"))
+// iterationNode and callNode are the actions that call iterationFunc and callFunc, parsed once
+// and shared by every template.
+var iterationNode, callNode = actionNode(iterationFunc), actionNode(callFunc)
+
+func actionNode(funcName string) parse.Node {
+	t := template.Must(template.New(funcName).Funcs(templateFuncs).Parse("{{" + funcName + "}}"))
 	return t.Root.Nodes[0]
-}()
+}
 
 // parseTemplate parses a template as spire-controller-manager does, with no restriction on
 // the language, and instruments it so that execute can bound its loops and calls.
@@ -92,7 +103,7 @@ func parseTemplate(name, text string) (*template.Template, error) {
 			continue
 		}
 		instrument(associated.Root)
-		associated.Root.Nodes = append([]parse.Node{stepNode}, associated.Root.Nodes...)
+		associated.Root.Nodes = append([]parse.Node{callNode}, associated.Root.Nodes...)
 	}
 	return t, nil
 }
@@ -117,32 +128,46 @@ func instrument(node parse.Node) {
 		instrument(n.List)
 		instrument(n.ElseList)
 		if n.List != nil {
-			n.List.Nodes = append([]parse.Node{stepNode}, n.List.Nodes...)
+			n.List.Nodes = append([]parse.Node{iterationNode}, n.List.Nodes...)
 		}
 	}
 }
 
-// errStepsExceeded and errTimeExceeded stop an execution that loops or recurses too long.
+// The errors that stop an execution that loops or recurses too long.
 var (
-	errStepsExceeded = fmt.Errorf("more than %d range iterations and template calls", maxTemplateSteps)
-	errTimeExceeded  = fmt.Errorf("execution took longer than %s", maxExecutionTime)
+	errIterationsExceeded = fmt.Errorf("more than %d range iterations", maxRangeIterations)
+	errCallsExceeded      = fmt.Errorf("more than %d template calls", maxTemplateCalls)
+	errTimeExceeded       = fmt.Errorf("execution took longer than %s", maxExecutionTime)
 )
 
-// budget is what one execution may still spend.
+// budget is what one execution has spent.
 type budget struct {
-	steps    int
-	deadline time.Time
+	iterations, calls int
+	deadline          time.Time
 }
 
-func (b *budget) step() (string, error) {
-	b.steps++
-	if b.steps > maxTemplateSteps {
-		return "", errStepsExceeded
+func (b *budget) iteration() (string, error) {
+	b.iterations++
+	if b.iterations > maxRangeIterations {
+		return "", errIterationsExceeded
 	}
-	if b.steps%64 == 0 && time.Now().After(b.deadline) {
-		return "", errTimeExceeded
+	return "", b.checkTime(b.iterations)
+}
+
+func (b *budget) call() (string, error) {
+	b.calls++
+	if b.calls > maxTemplateCalls {
+		return "", errCallsExceeded
 	}
-	return "", nil
+	return "", b.checkTime(b.calls)
+}
+
+// checkTime reads the clock every 64 steps only: it costs more than a step.
+func (b *budget) checkTime(n int) error {
+	if n%64 == 0 && time.Now().After(b.deadline) {
+		return errTimeExceeded
+	}
+	return nil
 }
 
 // printfWidth finds the width and precision of printf verbs.
@@ -191,17 +216,17 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 
 // execute renders t over data within the limits above.
 func execute(t *template.Template, data *templateData) (string, error) {
-	// The step counter is bound per execution: a clone shares the parsed trees and only
-	// copies the function table.
+	// The counters are bound per execution: a clone shares the parsed trees and only copies
+	// the function table.
 	b := &budget{deadline: time.Now().Add(maxExecutionTime)}
 	run, err := t.Clone()
 	if err != nil {
 		return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
 	}
-	run.Funcs(template.FuncMap{stepFunc: b.step})
+	run.Funcs(template.FuncMap{iterationFunc: b.iteration, callFunc: b.call})
 	var out boundedBuffer
 	if err := run.Execute(&out, data); err != nil {
-		for _, limit := range []error{errOutputTooLong, errStepsExceeded, errTimeExceeded} {
+		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded} {
 			if errors.Is(err, limit) {
 				return "", fmt.Errorf("rendering %s: %w", t.Name(), limit)
 			}

@@ -222,11 +222,13 @@ func (c *Controller) enqueueClusterSPIFFEID(obj any) {
 	}
 }
 
-// onClusterSPIFFEIDUpdate fans out spec changes only; the controller's own status writes come back
-// as updates with the same generation.
+// onClusterSPIFFEIDUpdate fans out spec changes and the start of a deletion only, which
+// changes which declarer is preferred; the controller's own status writes come back as
+// updates with the same generation.
 func (c *Controller) onClusterSPIFFEIDUpdate(oldObj, newObj any) {
 	oldClusterSPIFFEID, newClusterSPIFFEID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
-	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID {
+	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID ||
+		!oldClusterSPIFFEID.DeletionTimestamp.Equal(newClusterSPIFFEID.DeletionTimestamp) {
 		c.enqueueClusterSPIFFEID(newClusterSPIFFEID)
 	}
 }
@@ -244,10 +246,11 @@ func (c *Controller) enqueueClusterStaticEntry(obj any) {
 	}
 }
 
-// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes.
+// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes; the start
+// of a deletion changes which declarer is preferred.
 func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
-	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
+	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID || !oldCSE.DeletionTimestamp.Equal(newCSE.DeletionTimestamp) {
 		c.enqueueClusterStaticEntry(newCSE)
 	}
 }

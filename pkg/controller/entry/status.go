@@ -46,8 +46,11 @@ func (c *Controller) enqueueStatus(names []string) {
 	}
 }
 
-// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed: namespace
-// counts from the listers, per-pod counts from the reconciler's status counters.
+// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed. They count
+// what spire-controller-manager 0.7.0 counts, so that dashboards and alerts keep their
+// meaning: namespace and pod counts from the listers, per-pod outcomes from the reconciler's
+// status counters. A spec that does not compile counts nothing, as there; its Ready condition
+// says why.
 func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
 	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -60,13 +63,16 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 	}
 	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
-	if err := c.namespaceStats(compiled, &stats); err != nil {
-		return err
+	var unscheduled int
+	if compiled.Err == nil {
+		if unscheduled, err = c.selectionStats(compiled, &stats); err != nil {
+			return err
+		}
+		c.reconciler.StatusCounters().Stats(name, &stats)
 	}
-	c.reconciler.StatusCounters().Stats(name, &stats)
 	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
-	meta.SetStatusCondition(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, clusterSPIFFEID.Generation))
+	meta.SetStatusCondition(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))
 	if apiequality.Semantic.DeepEqual(clusterSPIFFEID.Status, updated.Status) || !c.writesStatus() {
 		return nil
 	}
@@ -78,17 +84,19 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 }
 
 // clusterSPIFFEIDReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with
-// a reason and a message a person can act on.
-func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
+// a reason and a message a person can act on. Pods that only wait for a node count as render
+// failures in the stats, as in spire-controller-manager, but do not make it not Ready.
+func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, unscheduled int, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	failures := stats.PodEntryRenderFailures - min(unscheduled, stats.PodEntryRenderFailures)
 	switch {
 	case compiled.Err != nil:
 		c.Reason = spirev1alpha1.ReasonInvalidSpec
 		c.Message = "No entry can be rendered: " + truncate(compiled.Err.Error(), 1024)
-	case stats.PodEntryRenderFailures > 0:
+	case failures > 0:
 		c.Reason = spirev1alpha1.ReasonRenderFailed
 		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
-			stats.PodEntryRenderFailures, stats.PodsSelected)
+			failures, stats.PodsSelected)
 	case stats.EntryFailures > 0:
 		c.Reason = spirev1alpha1.ReasonWriteFailed
 		c.Message = fmt.Sprintf("SPIRE did not take %d of %d entries; they are retried", stats.EntryFailures, stats.EntriesToSet)
@@ -99,24 +107,40 @@ func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spire
 			c.Message += fmt.Sprintf("; %d more are masked by older resources declaring the same entries", stats.EntriesMasked)
 		}
 	}
+	if unscheduled > 0 && compiled.Err == nil {
+		c.Message += fmt.Sprintf("; %d selected pods wait for a node (counted in podEntryRenderFailures)", unscheduled)
+	}
 	return c
 }
 
-// namespaceStats counts the namespaces a ClusterSPIFFEID selects and, of those, the ignored
-// ones.
-func (c *Controller) namespaceStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
+// selectionStats counts, as spire-controller-manager does, the namespaces a ClusterSPIFFEID
+// selects (ignored ones included), the ignored ones among them, and the pods it selects in the
+// others, whatever their phase and whether or not a fallback is skipped for them. It returns
+// how many of those pods are not scheduled yet.
+func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) (int, error) {
 	namespaces, err := c.namespaceLister.List(compiled.NamespaceSelector)
 	if err != nil {
-		return fmt.Errorf("listing namespaces: %w", err)
+		return 0, fmt.Errorf("listing namespaces: %w", err)
 	}
+	unscheduled := 0
+	stats.NamespacesSelected = len(namespaces)
 	for _, ns := range namespaces {
 		if c.opts.IgnoreNamespace(ns.Name) {
 			stats.NamespacesIgnored++
-		} else {
-			stats.NamespacesSelected++
+			continue
+		}
+		pods, err := c.podLister.Pods(ns.Name).List(compiled.PodSelector)
+		if err != nil {
+			return 0, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
+		}
+		stats.PodsSelected += len(pods)
+		for _, pod := range pods {
+			if pod.Spec.NodeName == "" && render.PodDeclaresEntries(pod) {
+				unscheduled++
+			}
 		}
 	}
-	return nil
+	return unscheduled, nil
 }
 
 // updateClusterStaticEntryStatus writes a ClusterStaticEntry's status when it changed. An
