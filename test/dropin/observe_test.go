@@ -18,8 +18,10 @@ package dropin
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -33,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -118,8 +121,14 @@ func scrapeSeries(ctx context.Context, url string, match *regexp.Regexp) (map[st
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
 	}
+	return parseSeries(resp.Body, match)
+}
+
+// parseSeries parses Prometheus' text format and returns each series, name{labels}, whose
+// metric name matches.
+func parseSeries(r io.Reader, match *regexp.Regexp) (map[string]float64, error) {
 	series := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -152,6 +161,44 @@ func scrapeSeries(ctx context.Context, url string, match *regexp.Regexp) (map[st
 	return series, sc.Err()
 }
 
+var apiserverRequests = regexp.MustCompile(`^apiserver_request_total$`)
+
+// statusWrites returns how many writes of the status of our three kinds kube-apiserver has
+// served, as its own apiserver_request_total counts them.
+func statusWrites(ctx context.Context, client kubernetes.Interface) (float64, error) {
+	data, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	series, err := parseSeries(bytes.NewReader(data), apiserverRequests)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for s, v := range series {
+		if strings.Contains(s, `group="spire.spiffe.io"`) && strings.Contains(s, `subresource="status"`) &&
+			(strings.Contains(s, `verb="PUT"`) || strings.Contains(s, `verb="PATCH"`) || strings.Contains(s, `verb="APPLY"`)) {
+			n += v
+		}
+	}
+	return n, nil
+}
+
+// statusWritesDuring counts status writes of our kinds over d.
+func statusWritesDuring(ctx context.Context, t *testing.T, client kubernetes.Interface, d time.Duration) float64 {
+	t.Helper()
+	before, err := statusWrites(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	after, err := statusWrites(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return after - before
+}
+
 // sub returns the counts added since before, leaving out those that did not change.
 func (c counters) sub(before counters) counters {
 	d := counters{}
@@ -171,15 +218,14 @@ func waitSteady(ctx context.Context, t *testing.T, spire *realcluster.SPIRE, dyn
 	var lastWrites counters
 	var since time.Time
 	var why string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		s, err := takeSnapshot(ctx, spire, dyn)
 		if err != nil {
-			why = err.Error()
+			// Keep why: at the deadline, the reason is what the last complete look found.
 			return false, nil
 		}
 		writes, err := scrape(ctx, spire.MetricsURL(), writeMetric)
 		if err != nil {
-			why = err.Error()
 			return false, nil
 		}
 		if !cmp.Equal(s, last) || !cmp.Equal(writes, lastWrites) {

@@ -90,7 +90,7 @@ func createWorld(ctx context.Context, t *testing.T, client kubernetes.Interface)
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range []string{"apps", "payments", "openshift-monitoring", "spire-server"} {
+	for _, ns := range []string{"apps", "payments", "kube-system", "openshift-monitoring", "spire-server"} {
 		if err := realcluster.EnsureNamespace(ctx, client, ns); err != nil {
 			t.Fatal(err)
 		}
