@@ -41,7 +41,7 @@ const (
 	maxRenderedBytes = 2048
 	// maxRangeIterations bounds the range iterations of one execution. Real templates range
 	// over a pod's labels or containers: tens of iterations.
-	maxRangeIterations = 10000
+	maxRangeIterations = 5000
 	// maxTemplateCalls bounds the template calls of one execution, and so the depth of a
 	// recursion, whose stack is costly well before text/template's own depth limit.
 	maxTemplateCalls = 1000
