@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +146,22 @@ func TestSwap(t *testing.T) {
 	if n, err := statusWrites(ctx, stack.Client); err != nil || n == 0 {
 		t.Fatalf("kube-apiserver counts %v status writes after spire-controller-manager's run (%v); the metric is misread", n, err)
 	}
+
+	// What a careful user does first: a dry run next to the running spire-controller-manager
+	// (no leader election, endpoints of its own) must plan no write at all.
+	dryStart := time.Now()
+	plan := filepath.Join(t.TempDir(), "plan.jsonl")
+	dryMetrics, dryHealth := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	dry := startRegistrar(t, bin, t.TempDir(), append(slices.Clone(args), "--dry-run", "--dry-run-output="+plan,
+		"--leader-elect=false", "--metrics-bind-address="+dryMetrics, "--health-probe-bind-address="+dryHealth), env)
+	if err := waitResyncs(ctx, "http://"+dryMetrics+"/metrics", 2); err != nil {
+		t.Fatal(err)
+	}
+	dry.stop(t)
+	if data, err := os.ReadFile(plan); err != nil || len(data) != 0 {
+		t.Errorf("the dry run next to spire-controller-manager planned writes (%v):\n%s", err, data)
+	}
+	t.Logf("dry run: an empty plan after 2 full resyncs, %s after start", time.Since(dryStart).Round(time.Millisecond))
 
 	// The swap.
 	if err := scm.Stop(); err != nil {
