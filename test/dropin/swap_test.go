@@ -225,6 +225,9 @@ func TestSwap(t *testing.T) {
 	}
 	t.Logf("rollback: %.0f writes (its probe entry's create and delete); %d entries and %d relationships compared",
 		total(rollbackWrites), len(rolledBack.Entries), len(rolledBack.Relationships))
+
+	swapWithCompletedJob(ctx, t, swapEnv{stack: stack, dyn: dyn, scm: scm2, bin: bin, args: args, env: env,
+		metricsAddr: metricsAddr, healthAddr: healthAddr})
 }
 
 func total(c counters) float64 {
@@ -237,7 +240,15 @@ func total(c counters) float64 {
 
 // checkCoverage checks that the steady state holds what the workload is there to cover, so
 // that a swap compared on it means something.
-func checkCoverage(s snapshot) error {
+func checkCoverage(s snapshot) error { return checkCoverageWithJobEntries(0)(s) }
+
+// checkCoverageWithJobEntries is checkCoverage when the completed Job pod of the last phase
+// has n entries.
+func checkCoverageWithJobEntries(n int) func(snapshot) error {
+	return func(s snapshot) error { return coverage(s, n) }
+}
+
+func coverage(s snapshot, jobEntries int) error {
 	var errs []error
 	count := map[string]int{}
 	for _, e := range s.Entries {
@@ -264,7 +275,10 @@ func checkCoverage(s snapshot) error {
 				errs = append(errs, fmt.Errorf("api entry %+v", e))
 			}
 		case "fallback":
-			if !strings.HasPrefix(path, "fallback/apps/worker-") {
+			if strings.HasPrefix(path, "fallback/apps/"+jobName+"-") {
+				count["job"]++
+				count[kind]--
+			} else if !strings.HasPrefix(path, "fallback/apps/worker-") {
 				errs = append(errs, fmt.Errorf("fallback entry for %s, want only the worker pods'", e.SPIFFEID))
 			}
 		case "db":
@@ -275,6 +289,9 @@ func checkCoverage(s snapshot) error {
 		}
 	}
 	want := map[string]int{"ns": 3, "app": 2, "fallback": 2, "ledger": 2, "db": 1}
+	if jobEntries > 0 {
+		want["job"] = jobEntries
+	}
 	if diff := cmp.Diff(want, count); diff != "" {
 		errs = append(errs, fmt.Errorf("entries by kind (-want +got):\n%s", diff))
 	}
