@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
@@ -136,8 +137,33 @@ func TestSwap(t *testing.T) {
 	}
 	args := []string{"--config=" + scm.ConfigPath(), "--kubeconfig=" + stack.Kube.Kubeconfig()}
 
-	before, writesBefore := waitSteady(ctx, t, stack.SPIRE, dyn, steadyFor, checkCoverage)
-	t.Logf("spire-controller-manager steady: %d entries, %d relationships, %d statuses", len(before.Entries), len(before.Relationships), len(before.Status))
+	waitSteady(ctx, t, stack.SPIRE, dyn, steadyFor, checkCoverage)
+	// An edit that spire-controller-manager applies by updating entries in place, so that
+	// revision numbers other than 0 are compared too.
+	ledger, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, "ledger", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger.Spec.Hint, ledger.Spec.TTL = "ledger-v2", metav1.Duration{Duration: 20 * time.Minute}
+	if _, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Update(ctx, ledger, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, writesBefore := waitSteady(ctx, t, stack.SPIRE, dyn, steadyFor, func(s snapshot) error {
+		for _, e := range s.Entries {
+			if strings.Contains(e.SPIFFEID, "/ledger/") && (e.Hint != "ledger-v2" || e.X509SVIDTTL != 1200 || e.RevisionNumber == 0) {
+				return fmt.Errorf("ledger entry not updated in place yet: %+v", e)
+			}
+		}
+		return checkCoverage(s)
+	})
+	updated := 0
+	for _, e := range before.Entries {
+		if e.RevisionNumber > 0 {
+			updated++
+		}
+	}
+	t.Logf("spire-controller-manager steady: %d entries (%d updated in place, revision > 0), %d relationships, %d statuses",
+		len(before.Entries), updated, len(before.Relationships), len(before.Status))
 	checkStatuses(t, before)
 	if writesBefore["spire_server_rpc_entry_v1_entry_batch_create_entry"] == 0 || writesBefore["spire_server_datastore_registration_entry_create"] == 0 {
 		t.Fatalf("SPIRE's telemetry counts no entry creates after spire-controller-manager's run: %v; the metric names are wrong", writesBefore)
