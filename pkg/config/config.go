@@ -196,8 +196,9 @@ type LeaderElection struct {
 }
 
 // IsNamespaceIgnored reports whether a namespace matches one of the ignoreNamespaces
-// patterns, or lies outside cacheNamespaces when those are set. Patterns are anchored:
-// "kube-.*" ignores kube-system but not my-kube-app.
+// patterns, or lies outside cacheNamespaces when those are set. As in
+// spire-controller-manager, a pattern matches anywhere in the name (an unanchored search):
+// "spire" ignores spire-server and my-spire; "^kube-" ignores only names that start so.
 func (c *Config) IsNamespaceIgnored(namespace string) bool {
 	if len(c.CacheNamespaces) > 0 {
 		if _, cached := c.CacheNamespaces[namespace]; !cached {

@@ -69,7 +69,7 @@ trustDomain: prod.example.org
 clusterName: east
 clusterDomain: cluster.local
 spireServerSocketPath: /run/spire/api.sock
-ignoreNamespaces: ["kube-.*", "istio-system"]
+ignoreNamespaces: ["kube-.*", "istio-system", "^spire$"]
 parentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}"
 className: blue
 watchClassless: true
@@ -84,11 +84,13 @@ gcInterval: 30s
 	}
 	cases := map[string]bool{
 		"kube-system": true, "kube-node-lease": true, "istio-system": true,
-		"my-kube-app": false, "istio-system-2": false, "default": false,
+		// Unanchored search, as spire-controller-manager matches.
+		"my-kube-app": true, "istio-system-2": true, "spire": true,
+		"spire-server": false, "default": false,
 	}
 	for ns, want := range cases {
 		if got := cfg.IsNamespaceIgnored(ns); got != want {
-			t.Errorf("IsNamespaceIgnored(%q) = %v, want %v (patterns are anchored)", ns, got, want)
+			t.Errorf("IsNamespaceIgnored(%q) = %v, want %v (patterns are searched, unanchored)", ns, got, want)
 		}
 	}
 }

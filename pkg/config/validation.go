@@ -81,7 +81,9 @@ func (f *File) Validate() (*Config, error) {
 		cfg.IgnoreNamespaces = *f.IgnoreNamespaces
 	}
 	for i, pattern := range cfg.IgnoreNamespaces {
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		// Compiled as given and searched, not anchored, as spire-controller-manager does:
+		// "spire" ignores spire-server too.
+		re, err := regexp.Compile(pattern)
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("ignoreNamespaces").Index(i), pattern, err.Error()))
 			continue

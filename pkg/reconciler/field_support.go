@@ -37,9 +37,11 @@ func outdatedFields(current, desired *spiretypes.Entry, unsupported unsupportedF
 		FederatesWith: !sameSet(current.GetFederatesWith(), desired.GetFederatesWith()),
 		Admin:         current.GetAdmin() != desired.GetAdmin(),
 		Downstream:    current.GetDownstream() != desired.GetDownstream(),
-		DnsNames:      !slices.Equal(current.GetDnsNames(), desired.GetDnsNames()),
-		Hint:          !unsupported.hint && current.GetHint() != desired.GetHint(),
-		StoreSvid:     !unsupported.storeSVID && current.GetStoreSvid() != desired.GetStoreSvid(),
+		// As sets, as spire-controller-manager compares them: an order it does not keep
+		// (Service names, template order across versions) is no reason to write.
+		DnsNames:  !sameSet(current.GetDnsNames(), desired.GetDnsNames()),
+		Hint:      !unsupported.hint && current.GetHint() != desired.GetHint(),
+		StoreSvid: !unsupported.storeSVID && current.GetStoreSvid() != desired.GetStoreSvid(),
 	}
 	if !anyField(mask) {
 		return nil
@@ -64,25 +66,31 @@ func cloneEntry(e *spiretypes.Entry) *spiretypes.Entry {
 	return proto.Clone(e).(*spiretypes.Entry)
 }
 
-// replaceMask rewrites every field the controller manages, key fields included: it turns an
-// entry of one identity into another.
-func replaceMask() *spiretypes.EntryMask {
-	return &spiretypes.EntryMask{
-		SpiffeId:      true,
-		ParentId:      true,
-		Selectors:     true,
-		X509SvidTtl:   true,
-		JwtSvidTtl:    true,
-		FederatesWith: true,
-		Admin:         true,
-		Downstream:    true,
-		DnsNames:      true,
-		Hint:          true,
-		StoreSvid:     true,
+// replacementMask is the mask that turns current, an entry of another identity, into desired:
+// the key fields that differ and the outdated fields, never one that already holds its value,
+// so that fields the controller does not manage (SPIRE 1.15's additional attributes) are
+// never touched.
+func replacementMask(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
+	mask := outdatedFields(current, desired, unsupported)
+	if mask == nil {
+		mask = &spiretypes.EntryMask{}
 	}
+	mask.SpiffeId = !proto.Equal(current.GetSpiffeId(), desired.GetSpiffeId())
+	mask.ParentId = !proto.Equal(current.GetParentId(), desired.GetParentId())
+	mask.Selectors = !sameSet(selectorStrings(current), selectorStrings(desired))
+	return mask
 }
 
-// sameSet compares two string lists ignoring order; SPIRE does not keep federatesWith order.
+func selectorStrings(e *spiretypes.Entry) []string {
+	out := make([]string, 0, len(e.GetSelectors()))
+	for _, s := range e.GetSelectors() {
+		out = append(out, s.GetType()+"\x00"+s.GetValue())
+	}
+	return out
+}
+
+// sameSet compares two string lists ignoring order, as spire-controller-manager compares
+// federatesWith and dnsNames: sorted, duplicates counted.
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

@@ -366,14 +366,14 @@ func reconcile(declared []*render.DeclaredEntry, current []*spiretypes.Entry, un
 		p.ToDelete = append(p.ToDelete, existing[k])
 	}
 
-	p.pairReplacements()
+	p.pairReplacements(unsupported)
 	sortDeclared(p.Masked)
 	return p
 }
 
 // pairReplacements turns a create and a delete of the same pod into one update of the
 // deleted entry, so the pod keeps an entry, and its entry ID, throughout.
-func (p *Plan) pairReplacements() {
+func (p *Plan) pairReplacements(unsupported unsupportedFields) {
 	deletable := map[types.UID][]*spiretypes.Entry{}
 	for _, e := range p.ToDelete {
 		if uid := render.PodUIDOf(e); uid != "" {
@@ -394,7 +394,7 @@ func (p *Plan) pairReplacements() {
 		e := candidates[0]
 		deletable[d.Declarer.PodUID] = candidates[1:]
 		reused[e.GetId()] = true
-		p.ToUpdate = append(p.ToUpdate, &EntryUpdate{Current: e, Desired: d, Mask: replaceMask()})
+		p.ToUpdate = append(p.ToUpdate, &EntryUpdate{Current: e, Desired: d, Mask: replacementMask(e, d.Entry, unsupported)})
 	}
 	p.ToCreate = creates
 	p.ToDelete = slices.DeleteFunc(p.ToDelete, func(e *spiretypes.Entry) bool { return reused[e.GetId()] })

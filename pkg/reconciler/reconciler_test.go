@@ -111,10 +111,41 @@ func TestReconcile(t *testing.T) {
 			wantMasked: []string{"young"},
 		},
 		{
-			name:       "equal ages fall back to name order",
+			name:       "equal ages fall back to name order without UIDs",
 			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "b", 0, "p1"), declare(podEntry("", "p1", "/a"), "a", 0, "p1")},
 			wantCreate: []string{"/a"},
 			wantMasked: []string{"b"},
+		},
+		{
+			// spire-controller-manager's tie-break: creation times have one-second resolution.
+			name: "equal ages: lower UID wins, not name",
+			declared: []*render.DeclaredEntry{withDeclarer(declare(podEntry("", "p1", "/a"), "a", 0, "p1"), "uid-2", time.Time{}),
+				withDeclarer(declare(podEntry("", "p1", "/a"), "b", 0, "p1"), "uid-1", time.Time{})},
+			wantCreate: []string{"/a"},
+			wantMasked: []string{"a"},
+		},
+		{
+			name: "equal ages: not being deleted wins over a lower UID being deleted",
+			declared: []*render.DeclaredEntry{withDeclarer(declare(podEntry("", "p1", "/a"), "a", 0, "p1"), "uid-1", t0),
+				withDeclarer(declare(podEntry("", "p1", "/a"), "b", 0, "p1"), "uid-2", time.Time{})},
+			wantCreate: []string{"/a"},
+			wantMasked: []string{"a"},
+		},
+		{
+			name: "an older declarer being deleted still wins",
+			declared: []*render.DeclaredEntry{withDeclarer(declare(podEntry("", "p1", "/a"), "old", time.Hour, "p1"), "uid-2", t0),
+				withDeclarer(declare(podEntry("", "p1", "/a"), "young", 0, "p1"), "uid-1", time.Time{})},
+			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a")},
+			wantInSync: []string{"old"},
+			wantMasked: []string{"young"},
+		},
+		{
+			// spire-controller-manager compares DNS names as sets: an order it did not write
+			// must not cause an update.
+			name:       "DNS names in another order are in sync",
+			declared:   []*render.DeclaredEntry{declare(podEntry("", "p1", "/a", "web", "web.ns", "web.ns.svc"), "spiffeid-a", 0, "p1")},
+			current:    []*spiretypes.Entry{podEntry("e1", "p1", "/a", "web.ns.svc", "web", "web.ns")},
+			wantInSync: []string{"spiffeid-a"},
 		},
 		{
 			name:       "duplicates in SPIRE: the oldest is kept",
@@ -158,6 +189,11 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+func withDeclarer(d *render.DeclaredEntry, uid types.UID, deleted time.Time) *render.DeclaredEntry {
+	d.Declarer.UID, d.Declarer.Deleted = uid, deleted
+	return d
+}
+
 func withCreated(e *spiretypes.Entry, at int64) *spiretypes.Entry {
 	e.CreatedAt = at
 	return e
@@ -176,6 +212,21 @@ func TestReconcileUpdateMaskCarriesOnlyOutdatedFields(t *testing.T) {
 	}
 	// federatesWith order does not matter to SPIRE, so only the TTL is outdated.
 	if diff := cmp.Diff(&spiretypes.EntryMask{X509SvidTtl: true}, p.ToUpdate[0].Mask, protocmp.Transform()); diff != "" {
+		t.Errorf("mask mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestReconcileReplacementMaskNamesOnlyChangedFields: rewriting a pod's entry into another
+// identity names only the fields that change, so SPIRE keeps what the controller does not
+// manage (additional_attributes since SPIRE 1.15).
+func TestReconcileReplacementMaskNamesOnlyChangedFields(t *testing.T) {
+	desired := podEntry("", "p1", "/b", "x.example")
+	current := podEntry("e1", "p1", "/a", "x.example")
+	p := reconcile([]*render.DeclaredEntry{declare(desired, "spiffeid", 0, "p1")}, []*spiretypes.Entry{current}, unsupportedFields{})
+	if len(p.ToUpdate) != 1 {
+		t.Fatalf("updates = %d, want 1", len(p.ToUpdate))
+	}
+	if diff := cmp.Diff(&spiretypes.EntryMask{SpiffeId: true}, p.ToUpdate[0].Mask, protocmp.Transform()); diff != "" {
 		t.Errorf("mask mismatch (-want +got):\n%s", diff)
 	}
 }

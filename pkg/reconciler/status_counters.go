@@ -134,11 +134,12 @@ func (t *StatusCounters) Pods(name string) []types.UID {
 	return out
 }
 
-// Stats fills the per-pod counters of a ClusterSPIFFEID's status.
+// Stats fills the per-pod outcome counters of a ClusterSPIFFEID's status: render failures,
+// entries to set and masked, write failures. podsSelected is the caller's: it counts pods
+// that have no outcome (a fallback skipped, a finished pod).
 func (t *StatusCounters) Stats(name string, stats *spirev1alpha1.ClusterSPIFFEIDStats) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	stats.PodsSelected = len(t.byClusterSPIFFEID[name])
 	stats.PodEntryRenderFailures, stats.EntriesMasked, stats.EntriesToSet, stats.EntryFailures = 0, 0, 0, 0
 	for _, o := range t.byClusterSPIFFEID[name] {
 		switch o {

@@ -49,11 +49,11 @@ func TestStatusCountersRecord(t *testing.T) {
 	c.Record("p3", PodOutcomes{"web": OutcomeRenderFailure})
 
 	want := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 7, NamespacesIgnored: 3,
-		PodsSelected: 3, EntriesToSet: 2, EntryFailures: 1, PodEntryRenderFailures: 1}
+		EntriesToSet: 2, EntryFailures: 1, PodEntryRenderFailures: 1}
 	if diff := cmp.Diff(want, statsOf(c, "web")); diff != "" {
 		t.Errorf("web stats (-want +got):\n%s", diff)
 	}
-	want = spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 7, NamespacesIgnored: 3, PodsSelected: 1, EntriesMasked: 1}
+	want = spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 7, NamespacesIgnored: 3, EntriesMasked: 1}
 	if diff := cmp.Diff(want, statsOf(c, "mesh")); diff != "" {
 		t.Errorf("mesh stats (-want +got):\n%s", diff)
 	}
@@ -77,7 +77,7 @@ func TestStatusCountersRecord(t *testing.T) {
 		t.Errorf("changed when p2 went (-want +got):\n%s", diff)
 	}
 	want = spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 7, NamespacesIgnored: 3,
-		PodsSelected: 2, EntriesToSet: 1, EntryFailures: 1, PodEntryRenderFailures: 1}
+		EntriesToSet: 1, EntryFailures: 1, PodEntryRenderFailures: 1}
 	if diff := cmp.Diff(want, statsOf(c, "web")); diff != "" {
 		t.Errorf("web stats at the end (-want +got):\n%s", diff)
 	}

@@ -37,7 +37,9 @@ type ClusterSPIFFEID struct {
 	UID        types.UID
 	Generation int64
 	Created    time.Time
-	Spec       *spirev1alpha1.ClusterSPIFFEIDSpec
+	// Deleted is when it was marked for deletion, zero unless it is being deleted.
+	Deleted time.Time
+	Spec    *spirev1alpha1.ClusterSPIFFEIDSpec
 
 	// NamespaceSelector and PodSelector select the pods it declares entries for.
 	NamespaceSelector labels.Selector
@@ -61,6 +63,7 @@ func CompileClusterSPIFFEID(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID 
 		UID:        in.UID,
 		Generation: in.Generation,
 		Created:    in.CreationTimestamp.Time,
+		Deleted:    deletionTime(in.DeletionTimestamp),
 		Spec:       &in.Spec,
 	}
 	c.Err = c.compile()
@@ -116,7 +119,15 @@ func (c *ClusterSPIFFEID) compile() error {
 
 // Declarer names the ClusterSPIFFEID as the declarer of its entry for a pod.
 func (c *ClusterSPIFFEID) Declarer(podUID types.UID) Declarer {
-	return Declarer{Kind: KindClusterSPIFFEID, Name: c.Name, Created: c.Created, PodUID: podUID}
+	return Declarer{Kind: KindClusterSPIFFEID, Name: c.Name, UID: c.UID, Created: c.Created, Deleted: c.Deleted, PodUID: podUID}
+}
+
+// deletionTime is a deletion timestamp as a time, zero when unset.
+func deletionTime(t *metav1.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.Time
 }
 
 // labelSelector converts an API label selector; an unset selector selects everything, as in
@@ -133,10 +144,9 @@ func (c *ClusterSPIFFEID) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
 	return c.NamespaceSelector.Matches(labels.Set(ns.Labels)) && c.PodSelector.Matches(labels.Set(pod.Labels))
 }
 
-// ApplicableClusterSPIFFEIDs returns the ClusterSPIFFEIDs that apply to a pod: those that
-// select it, except that fallback ones apply only when no other one does.
-func ApplicableClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, pod *corev1.Pod) []*ClusterSPIFFEID {
-	var regular, fallback []*ClusterSPIFFEID
+// SelectingClusterSPIFFEIDs returns the ClusterSPIFFEIDs whose selectors match a pod, regular
+// and fallback ones apart, each in the order given.
+func SelectingClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, pod *corev1.Pod) (regular, fallback []*ClusterSPIFFEID) {
 	for _, c := range all {
 		if !c.Selects(ns, pod) {
 			continue
@@ -147,8 +157,5 @@ func ApplicableClusterSPIFFEIDs(all []*ClusterSPIFFEID, ns *corev1.Namespace, po
 			regular = append(regular, c)
 		}
 	}
-	if len(regular) > 0 {
-		return regular
-	}
-	return fallback
+	return regular, fallback
 }

@@ -44,19 +44,46 @@ const PodUIDSelectorPrefix = "pod-uid:"
 // the set of selectors. Two entries with one key are duplicates.
 type Key string
 
-// Declarer is the resource that asks for an entry. When several ask for the same entry the
-// oldest wins and the others are masked, so the winner is stable across restarts.
+// Declarer is the resource that asks for an entry. When several ask for the same entry one
+// is preferred and the others are masked, by spire-controller-manager's rule (see Compare), so
+// that both pick the same winner and the winner is stable across restarts.
 type Declarer struct {
-	Kind    string
-	Name    string
+	Kind string
+	Name string
+	UID  types.UID
+	// Created is the resource's creation time; Deleted its deletion time, zero unless it is
+	// being deleted. Resources being deleted still declare entries until they are gone.
 	Created time.Time
+	Deleted time.Time
 	// PodUID is set for entries rendered for a pod: it scopes the entry to that pod.
 	PodUID types.UID
 }
 
-// Compare orders declarers oldest first; kind and name break ties so the order is total.
+// Compare orders declarers most preferred first, as spire-controller-manager does: older
+// first; then one not being deleted before one being deleted, and of two being deleted the
+// one deleted later first; then the lower UID. ClusterSPIFFEIDs and ClusterStaticEntries
+// compete by the same rule. Kind and name only make the order total for resources without
+// UIDs.
 func (d Declarer) Compare(other Declarer) int {
-	return cmp.Or(d.Created.Compare(other.Created), cmp.Compare(d.Kind, other.Kind), cmp.Compare(d.Name, other.Name))
+	return cmp.Or(
+		d.Created.Compare(other.Created),
+		compareDeletion(d.Deleted, other.Deleted),
+		cmp.Compare(d.UID, other.UID),
+		cmp.Compare(d.Kind, other.Kind),
+		cmp.Compare(d.Name, other.Name))
+}
+
+// compareDeletion puts a resource not being deleted first, then the later deletion.
+func compareDeletion(a, b time.Time) int {
+	switch {
+	case a.IsZero() && b.IsZero():
+		return 0
+	case a.IsZero():
+		return -1
+	case b.IsZero():
+		return 1
+	}
+	return b.Compare(a)
 }
 
 // DeclaredEntry is one entry that a declarer wants SPIRE to hold.

@@ -18,8 +18,10 @@ package render
 
 import (
 	"testing"
+	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func sid(path string) *spiretypes.SPIFFEID {
@@ -44,5 +46,35 @@ func TestKeyIgnoresSelectorOrderAndIDs(t *testing.T) {
 		if KeyOf(other) == KeyOf(a) {
 			t.Errorf("entries differing in %s share a key", name)
 		}
+	}
+}
+
+// TestDeclarerCompare pins spire-controller-manager's preference among declarers of one entry:
+// older first; then not being deleted before being deleted, and of two being deleted the later
+// deletion first; then the lower UID, whatever the kinds and names.
+func TestDeclarerCompare(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := func(name, uid string, created time.Time, deleted time.Time) Declarer {
+		return Declarer{Kind: KindClusterSPIFFEID, Name: name, UID: types.UID(uid), Created: created, Deleted: deleted}
+	}
+	for _, tc := range []struct {
+		name              string
+		preferred, masked Declarer
+	}{
+		{"older first, even when being deleted", d("z", "9", t0, t0.Add(time.Hour)), d("a", "1", t0.Add(time.Second), time.Time{})},
+		{"not being deleted before being deleted", d("z", "9", t0, time.Time{}), d("a", "1", t0, t0.Add(time.Minute))},
+		{"later deletion first", d("z", "9", t0, t0.Add(2*time.Minute)), d("a", "1", t0, t0.Add(time.Minute))},
+		{"lower UID, not name", d("z", "1", t0, time.Time{}), d("a", "2", t0, time.Time{})},
+		{"lower UID across kinds", Declarer{Kind: KindClusterStaticEntry, Name: "s", UID: "1", Created: t0},
+			Declarer{Kind: KindClusterSPIFFEID, Name: "c", UID: "2", Created: t0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.preferred.Compare(tc.masked); got >= 0 {
+				t.Errorf("Compare(preferred, masked) = %d, want < 0", got)
+			}
+			if got := tc.masked.Compare(tc.preferred); got <= 0 {
+				t.Errorf("Compare(masked, preferred) = %d, want > 0", got)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ limitations under the License.
 package render
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -51,11 +52,18 @@ func NewRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, p
 	return &Renderer{trustDomain: trustDomain, clusterName: clusterName, clusterDomain: clusterDomain, parentID: parentID}, nil
 }
 
-// PodDeclaresEntries reports whether a pod can have entries at all: pods that run nowhere yet
-// or have finished declare nothing.
+// PodDeclaresEntries reports whether a pod can have entries at all: pods that have finished
+// declare nothing (a deliberate difference from spire-controller-manager, which keeps their
+// entries until the pod is deleted). A pod that runs nowhere yet takes part, and fails to
+// render with ErrNodeNotFound.
 func PodDeclaresEntries(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
+
+// ErrNodeNotFound is the render failure of a pod whose node is unknown, or that is not
+// scheduled yet. spire-controller-manager counts such pods as render failures, and so does
+// the status here.
+var ErrNodeNotFound = errors.New("node not found")
 
 // Failure is a ClusterSPIFFEID that applies to a pod but renders no valid entry for it.
 type Failure struct {
@@ -64,21 +72,35 @@ type Failure struct {
 }
 
 // PodEntries renders the entries that clusterSPIFFEIDs declare for a pod in namespace ns,
-// running on node, targeted by slices. Only the ClusterSPIFFEIDs that apply to the pod take
-// part (see ApplicableClusterSPIFFEIDs); each either declares one entry or is a Failure.
+// running on node (nil when unknown or not scheduled), targeted by slices. Every ClusterSPIFFEID that selects the pod takes part,
+// the regular ones first; each either declares one entry or is a Failure. A fallback one is
+// skipped, as in spire-controller-manager, once a regular one has rendered an entry for the
+// pod: a regular one that fails to render does not suppress the fallback.
 func (r *Renderer) PodEntries(clusterSPIFFEIDs []*ClusterSPIFFEID, pod *corev1.Pod, ns *corev1.Namespace, node *corev1.Node,
 	slices []*discoveryv1.EndpointSlice) ([]*DeclaredEntry, []Failure) {
-	applicable := ApplicableClusterSPIFFEIDs(clusterSPIFFEIDs, ns, pod)
-	services := ServicesOfPod(slices, pod.Namespace, pod.Name)
+	regular, fallback := SelectingClusterSPIFFEIDs(clusterSPIFFEIDs, ns, pod)
+	services := ServicesOfPod(slices, pod)
 	var declared []*DeclaredEntry
 	var failures []Failure
-	for _, c := range applicable {
+	render := func(c *ClusterSPIFFEID) {
+		if node == nil {
+			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: fmt.Errorf("%w: %q", ErrNodeNotFound, pod.Spec.NodeName)})
+			return
+		}
 		e, err := r.PodEntry(c, pod, node, services)
 		if err != nil {
 			failures = append(failures, Failure{ClusterSPIFFEID: c, Err: err})
-			continue
+			return
 		}
 		declared = append(declared, NewDeclaredEntry(e, c.Declarer(pod.UID)))
+	}
+	for _, c := range regular {
+		render(c)
+	}
+	if len(declared) == 0 {
+		for _, c := range fallback {
+			render(c)
+		}
 	}
 	return declared, failures
 }
@@ -93,21 +115,20 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 	if c.Err != nil {
 		return nil, c.Err
 	}
+	// The parent ID template sees only the node, as in spire-controller-manager.
 	data := &templateData{
 		TrustDomain:   r.trustDomain.Name(),
 		ClusterName:   r.clusterName,
 		ClusterDomain: r.clusterDomain,
-		PodMeta:       &pod.ObjectMeta,
-		PodSpec:       &pod.Spec,
 		NodeMeta:      &node.ObjectMeta,
 		NodeSpec:      &node.Spec,
 	}
-
-	spiffeID, err := r.renderID(c.spiffeID, data)
+	parentID, err := r.renderID(r.parentID, data)
 	if err != nil {
 		return nil, err
 	}
-	parentID, err := r.renderID(r.parentID, data)
+	data.PodMeta, data.PodSpec = &pod.ObjectMeta, &pod.Spec
+	spiffeID, err := r.renderID(c.spiffeID, data)
 	if err != nil {
 		return nil, err
 	}

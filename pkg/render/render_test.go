@@ -17,6 +17,7 @@ limitations under the License.
 package render
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
@@ -113,7 +116,7 @@ func TestRenderFailures(t *testing.T) {
 		{name: "template fails to execute", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://example.org/{{ .PodMeta.NoSuchField }}"}, want: "rendering spiffeIDTemplate"},
 		{name: "selector without colon", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{"k8s"}}, want: "type:value"},
 		{name: "selector with empty value", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{"k8s:"}}, want: "empty value"},
-		{name: "invalid DNS name", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, DNSNameTemplates: []string{"Not A Name"}}, want: "invalid DNS name"},
+		{name: "invalid DNS name", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, DNSNameTemplates: []string{"-web.example.com"}}, want: "invalid DNS name"},
 		{name: "bad federatesWith", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, FederatesWith: []string{"Bad Domain"}}, want: "federatesWith[0]"},
 		{name: "bad pod selector", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, PodSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}}, want: "podSelector"},
@@ -123,11 +126,11 @@ func TestRenderFailures(t *testing.T) {
 		{name: "huge printf width", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate: `spiffe://example.org/{{ printf "%0999999999d" 0 }}`}, want: "too large"},
 		{name: "infinite recursion", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "{{ define \"loop\" }}{{ template \"loop\" }}{{ end }}spiffe://example.org/{{ template \"loop\" }}"}, want: "not allowed"},
-		{name: "range", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "spiffe://example.org/{{ range .PodMeta.Labels }}x{{ end }}"}, want: "range is not allowed"},
-		{name: "variables", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "spiffe://example.org/{{ $x := .PodMeta.Name }}{{ $x }}"}, want: "variables are not allowed"},
+			SPIFFEIDTemplate: "{{ define \"loop\" }}{{ template \"loop\" }}{{ end }}spiffe://example.org/{{ template \"loop\" }}"}, want: "template calls"},
+		{name: "endless range", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://example.org/x{{ range 1000000000 }}{{ end }}"}, want: "range iterations"},
+		{name: "variable doubled past the bound", spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: `{{ $a := "0123456789" }}{{ range 10 }}{{ $a = print $a $a }}{{ end }}spiffe://example.org/{{ len $a }}`}, want: "output longer than"},
 		{name: "reserved pod-uid selector", spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
 			WorkloadSelectorTemplates: []string{"k8s:pod-uid:other"}}, want: "reserved"},
 	} {
@@ -148,35 +151,53 @@ func TestRenderFailures(t *testing.T) {
 	}
 }
 
-func TestApplicableClusterSPIFFEIDs(t *testing.T) {
+// TestPodEntriesFallback pins spire-controller-manager's fallback rule: a fallback
+// ClusterSPIFFEID is skipped for a pod only once a regular one rendered an entry for it.
+func TestPodEntriesFallback(t *testing.T) {
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "production", Labels: map[string]string{"env": "production"}}}
 	pod := testPod()
-	mk := func(name string, fallback bool, podLabels map[string]string) *ClusterSPIFFEID {
+	mk := func(name string, fallback bool, podLabels map[string]string, spiffeID string) *ClusterSPIFFEID {
 		return CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: nsSATemplate, Fallback: fallback,
+			SPIFFEIDTemplate: spiffeID, Fallback: fallback,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "production"}},
 			PodSelector:       &metav1.LabelSelector{MatchLabels: podLabels},
 		}})
 	}
 	web := map[string]string{"app": "web-server"}
 	other := map[string]string{"app": "other"}
+	good := nsSATemplate
+	broken := "spiffe://evil.org/{{ .PodMeta.Name }}"
 	for _, tc := range []struct {
-		name string
-		all  []*ClusterSPIFFEID
-		want string
+		name                     string
+		all                      []*ClusterSPIFFEID
+		wantDeclared, wantFailed string
 	}{
-		{"regular selects", []*ClusterSPIFFEID{mk("a", false, web), mk("b", false, other)}, "a"},
-		{"fallback only when nothing else applies", []*ClusterSPIFFEID{mk("fb", true, web), mk("b", false, other)}, "fb"},
-		{"fallback yields to a regular one", []*ClusterSPIFFEID{mk("fb", true, web), mk("a", false, web)}, "a"},
-		{"no selector selects everything", []*ClusterSPIFFEID{CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "all"}})}, "all"},
+		{"regular selects", []*ClusterSPIFFEID{mk("a", false, web, good), mk("b", false, other, good)}, "a", ""},
+		{"fallback when nothing else selects", []*ClusterSPIFFEID{mk("fb", true, web, good), mk("b", false, other, good)}, "fb", ""},
+		{"fallback yields to a regular one that renders", []*ClusterSPIFFEID{mk("fb", true, web, good+"/fb"), mk("a", false, web, good)}, "a", ""},
+		{"fallback applies when the regular one fails to render", []*ClusterSPIFFEID{mk("fb", true, web, good), mk("a", false, web, broken)}, "fb", "a"},
+		{"fallback yields when one of two regular ones renders", []*ClusterSPIFFEID{mk("fb", true, web, good+"/fb"), mk("a", false, web, broken), mk("c", false, web, good)}, "c", "a"},
+		{"without a node, every one fails", []*ClusterSPIFFEID{mk("fb", true, web, good), mk("a", false, web, good)}, "", "a,fb"},
+		{"every fallback applies", []*ClusterSPIFFEID{mk("fb1", true, web, good+"/1"), mk("fb2", true, web, good+"/2")}, "fb1,fb2", ""},
+		{"no selector selects everything", []*ClusterSPIFFEID{CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "all"},
+			Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: good}})}, "all", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, c := range ApplicableClusterSPIFFEIDs(tc.all, ns, pod) {
-				got = append(got, c.Name)
+			node := testNode()
+			if strings.HasPrefix(tc.name, "without a node") {
+				node = nil
 			}
-			if strings.Join(got, ",") != tc.want {
-				t.Errorf("applicable = %v, want %s", got, tc.want)
+			declared, failures := r.PodEntries(tc.all, pod, ns, node, nil)
+			var gotDeclared, gotFailed []string
+			for _, d := range declared {
+				gotDeclared = append(gotDeclared, d.Declarer.Name)
+			}
+			for _, f := range failures {
+				gotFailed = append(gotFailed, f.ClusterSPIFFEID.Name)
+			}
+			if strings.Join(gotDeclared, ",") != tc.wantDeclared || strings.Join(gotFailed, ",") != tc.wantFailed {
+				t.Errorf("declared by %v, failed %v; want declared by %s, failed %s", gotDeclared, gotFailed, tc.wantDeclared, tc.wantFailed)
 			}
 		})
 	}
@@ -294,7 +315,17 @@ func endpointSlice(namespace, name, service string, targets ...string) *discover
 	return s
 }
 
+// withConditions sets the conditions and target UID of every endpoint of a slice.
+func withConditions(s *discoveryv1.EndpointSlice, uid types.UID, ready, terminating *bool) *discoveryv1.EndpointSlice {
+	for i := range s.Endpoints {
+		s.Endpoints[i].TargetRef.UID = uid
+		s.Endpoints[i].Conditions = discoveryv1.EndpointConditions{Ready: ready, Terminating: terminating}
+	}
+	return s
+}
+
 func TestServicesOfPod(t *testing.T) {
+	yes, no := ptr.To(true), ptr.To(false)
 	for _, tc := range []struct {
 		name   string
 		slices []*discoveryv1.EndpointSlice
@@ -311,9 +342,21 @@ func TestServicesOfPod(t *testing.T) {
 		{name: "slice of no Service", slices: []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "", "production/web-0")}},
 		{name: "target without namespace is the slice's", want: []string{"web"},
 			slices: []*discoveryv1.EndpointSlice{endpointSlice("production", "web-1", "web", "/web-0")}},
+		// v1 Endpoints, which spire-controller-manager reads, list ready and not-ready pods
+		// but leave out terminating ones that are not ready.
+		{name: "ready", want: []string{"web"},
+			slices: []*discoveryv1.EndpointSlice{withConditions(endpointSlice("production", "web-1", "web", "production/web-0"), "pod-uid-1", yes, no)}},
+		{name: "not ready", want: []string{"web"},
+			slices: []*discoveryv1.EndpointSlice{withConditions(endpointSlice("production", "web-1", "web", "production/web-0"), "pod-uid-1", no, no)}},
+		{name: "terminating, not ready",
+			slices: []*discoveryv1.EndpointSlice{withConditions(endpointSlice("production", "web-1", "web", "production/web-0"), "pod-uid-1", no, yes)}},
+		{name: "terminating, ready (publishNotReadyAddresses)", want: []string{"web"},
+			slices: []*discoveryv1.EndpointSlice{withConditions(endpointSlice("production", "web-1", "web", "production/web-0"), "pod-uid-1", yes, yes)}},
+		{name: "an earlier pod of the same name",
+			slices: []*discoveryv1.EndpointSlice{withConditions(endpointSlice("production", "web-1", "web", "production/web-0"), "old-uid", yes, no)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ServicesOfPod(tc.slices, "production", "web-0")
+			got := ServicesOfPod(tc.slices, testPod())
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ServicesOfPod mismatch (-want +got):\n%s", diff)
 			}
@@ -357,7 +400,8 @@ func TestPodDeclaresEntries(t *testing.T) {
 	}{
 		{"running", func(*corev1.Pod) {}, true},
 		{"pending on a node", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, true},
-		{"not scheduled", func(p *corev1.Pod) { p.Spec.NodeName = "" }, false},
+		// Not scheduled: it takes part, and fails to render as in spire-controller-manager.
+		{"not scheduled", func(p *corev1.Pod) { p.Spec.NodeName = "" }, true},
 		{"succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, false},
 		{"failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
 	} {
@@ -368,5 +412,69 @@ func TestPodDeclaresEntries(t *testing.T) {
 				t.Errorf("PodDeclaresEntries = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDNSNamesAsSPIREAccepts pins DNS name validation to SPIRE 1.15.3's own
+// (x509util.ValidateLabel): what SPIRE takes renders, upper case included, and what it refuses
+// does not.
+func TestDNSNamesAsSPIREAccepts(t *testing.T) {
+	for name, wantOK := range map[string]bool{
+		"web.example.com": true, "Web.Example.COM": true, "*.Example.com": true, "xn--ls8h.org": true,
+		"a-hello.com": true, "com": true, "___.com": true,
+		"": false, ".": false, "example.com.": false, "-hello.com": false, "*.foo.*.bar": false,
+		"foo.*.bar": false, " ": false, "💩.com": false, "example.💩": false, strings.Repeat("a", 64) + ".com": false,
+	} {
+		err := validateDNSName(name)
+		if (err == nil) != wantOK {
+			t.Errorf("validateDNSName(%q) = %v, want accepted %v", name, err, wantOK)
+		}
+	}
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	e, err := r.PodEntry(testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate,
+		DNSNameTemplates: []string{"{{ .PodMeta.Name }}.Example.COM"}}), testPod(), testNode(), nil)
+	if err != nil || !slices.Equal(e.GetDnsNames(), []string{"web-0.Example.COM"}) {
+		t.Errorf("rendered DNS names %v (err %v), want [web-0.Example.COM]", e.GetDnsNames(), err)
+	}
+}
+
+// TestTemplatesAcceptWhatSCMAccepts renders templates that spire-controller-manager renders:
+// the whole text/template language, with its builtin functions.
+func TestTemplatesAcceptWhatSCMAccepts(t *testing.T) {
+	pod := testPod()
+	pod.Labels["tier"] = "front"
+	pod.Spec.Containers = []corev1.Container{{Name: "app"}, {Name: "sidecar"}}
+	for _, tc := range []struct{ name, template, want string }{
+		{"variables", `{{ $ns := .PodMeta.Namespace }}spiffe://{{ .TrustDomain }}/ns/{{ $ns }}`, "spiffe://example.org/ns/production"},
+		{"range with index", `spiffe://{{ .TrustDomain }}/c{{ range $i, $c := .PodSpec.Containers }}/{{ $i }}-{{ $c.Name }}{{ end }}`,
+			"spiffe://example.org/c/0-app/1-sidecar"},
+		{"range over labels, sorted", `spiffe://{{ .TrustDomain }}/l{{ range $k, $v := .PodMeta.Labels }}/{{ $k }}.{{ $v }}{{ end }}`,
+			"spiffe://example.org/l/app.web-server/tier.front"},
+		{"with and else", `spiffe://{{ .TrustDomain }}/{{ with index .PodMeta.Labels "missing" }}{{ . }}{{ else }}none{{ end }}`, "spiffe://example.org/none"},
+		{"define and template", `{{ define "sa" }}{{ .PodSpec.ServiceAccountName }}{{ end }}spiffe://{{ .TrustDomain }}/sa/{{ template "sa" . }}`,
+			"spiffe://example.org/sa/web-server"},
+		{"builtins", `spiffe://{{ .TrustDomain }}/{{ printf "%s-%d" (slice .PodMeta.Name 0 3) (len .PodSpec.Containers) }}{{ if and (eq .PodMeta.Namespace "production") (not .PodSpec.HostNetwork) }}/p{{ end }}`,
+			"spiffe://example.org/web-2/p"},
+		{"urlquery and print", `spiffe://{{ .TrustDomain }}/{{ print "a" 1 | urlquery }}`, "spiffe://example.org/a1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRenderer(t, config.DefaultParentIDTemplate)
+			e, err := r.PodEntry(testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tc.template}), pod, testNode(), nil)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			if got := SPIFFEIDString(e.GetSpiffeId()); got != tc.want {
+				t.Errorf("SPIFFE ID = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestParentIDTemplateSeesOnlyTheNode: spire-controller-manager renders the parent ID before
+// it adds the pod to the template data, so a parent ID template cannot use the pod.
+func TestParentIDTemplateSeesOnlyTheNode(t *testing.T) {
+	r := newTestRenderer(t, "spiffe://{{ .TrustDomain }}/agent/{{ .PodMeta.Name }}")
+	if e, err := r.PodEntry(testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate}), testPod(), testNode(), nil); err == nil {
+		t.Errorf("rendered parent ID %s from the pod's name, want an error", SPIFFEIDString(e.GetParentId()))
 	}
 }

@@ -19,6 +19,7 @@ package render
 import (
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
@@ -43,12 +44,14 @@ func ServiceOf(slice *discoveryv1.EndpointSlice) string {
 }
 
 // ServicesOfPod returns, sorted, the names of the Services whose slices in the pod's namespace
-// target the pod.
-func ServicesOfPod(endpointSlices []*discoveryv1.EndpointSlice, namespace, name string) []string {
-	key := namespace + "/" + name
+// list the pod as v1 Endpoints would list it, which is what spire-controller-manager reads:
+// an endpoint whose target is this pod (by UID when the slice names one, so a pod that reuses
+// a name is not taken for its predecessor), ready or not, but not one that is terminating
+// and not ready, which the Endpoints controller leaves out.
+func ServicesOfPod(endpointSlices []*discoveryv1.EndpointSlice, pod *corev1.Pod) []string {
 	var services []string
 	for _, slice := range endpointSlices {
-		if slice.Namespace != namespace || !slices.Contains(SlicePods(slice), key) {
+		if slice.Namespace != pod.Namespace || !sliceListsPod(slice, pod) {
 			continue
 		}
 		if svc := ServiceOf(slice); svc != "" {
@@ -57,6 +60,45 @@ func ServicesOfPod(endpointSlices []*discoveryv1.EndpointSlice, namespace, name 
 	}
 	slices.Sort(services)
 	return slices.Compact(services)
+}
+
+func sliceListsPod(slice *discoveryv1.EndpointSlice, pod *corev1.Pod) bool {
+	for _, ep := range slice.Endpoints {
+		ref := ep.TargetRef
+		if ref == nil || ref.Kind != "Pod" || ref.Name != pod.Name || (ref.Namespace != "" && ref.Namespace != pod.Namespace) {
+			continue
+		}
+		if (ref.UID == "" || ref.UID == pod.UID) && listedInEndpoints(ep) {
+			return true
+		}
+	}
+	return false
+}
+
+// listedInEndpoints reports whether v1 Endpoints list an endpoint, as a ready or a not-ready
+// address: they leave out only terminating pods that are not ready (the slice marks those
+// served with publishNotReadyAddresses as ready).
+func listedInEndpoints(ep discoveryv1.Endpoint) bool {
+	ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+	terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+	return ready || !terminating
+}
+
+// SliceListedPods returns "namespace/name/uid" for every pod the slice lists as v1 Endpoints
+// would: a change to it changes the DNS names of those pods.
+func SliceListedPods(slice *discoveryv1.EndpointSlice) []string {
+	var pods []string
+	for _, ep := range slice.Endpoints {
+		if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" && ref.Name != "" && listedInEndpoints(ep) {
+			ns := ref.Namespace
+			if ns == "" {
+				ns = slice.Namespace
+			}
+			pods = append(pods, ns+"/"+ref.Name+"/"+string(ref.UID))
+		}
+	}
+	slices.Sort(pods)
+	return pods
 }
 
 // ServiceDNSNames are the names a pod is reachable by through its Services, as

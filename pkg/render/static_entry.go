@@ -35,7 +35,8 @@ func (r *Renderer) StaticEntry(cse *spirev1alpha1.ClusterStaticEntry) (*Declared
 	if err != nil {
 		return nil, err
 	}
-	return NewDeclaredEntry(e, Declarer{Kind: KindClusterStaticEntry, Name: cse.Name, Created: cse.CreationTimestamp.Time}), nil
+	return NewDeclaredEntry(e, Declarer{Kind: KindClusterStaticEntry, Name: cse.Name, UID: cse.UID,
+		Created: cse.CreationTimestamp.Time, Deleted: deletionTime(cse.DeletionTimestamp)}), nil
 }
 
 func (r *Renderer) staticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec) (*spiretypes.Entry, error) {

@@ -23,15 +23,39 @@ import (
 	"regexp"
 	"text/template"
 	"text/template/parse"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// maxRenderedBytes bounds what one template may produce. A SPIFFE ID is at most 2048 bytes
-// and every other rendered value is far shorter; whoever writes a ClusterSPIFFEID must not be
-// able to make the controller build unbounded strings.
-const maxRenderedBytes = 2048
+// Templates accept everything spire-controller-manager accepts: the whole text/template
+// language with its builtin functions. Whoever can write a ClusterSPIFFEID must still not be
+// able to stall or exhaust the controller, so one execution is bounded by limits that no real
+// template comes near: what it may write and build, how many loop iterations and template
+// calls it may make, and how long it may run.
+const (
+	// maxRenderedBytes bounds what one template may write, and every string its printing
+	// functions build. A SPIFFE ID is at most 2048 bytes and every other rendered value is
+	// far shorter.
+	maxRenderedBytes = 2048
+	// maxRangeIterations bounds the range iterations of one execution. Real templates range
+	// over a pod's labels or containers: tens of iterations.
+	maxRangeIterations = 5000
+	// maxTemplateCalls bounds the template calls of one execution, and so the depth of a
+	// recursion, whose stack is costly well before text/template's own depth limit.
+	maxTemplateCalls = 1000
+	// maxExecutionTime bounds one execution; real templates take microseconds.
+	maxExecutionTime = time.Second
+)
+
+// iterationFunc and callFunc are the functions injected at the start of every range body and
+// every template, so that each iteration and each call is counted. Their names cannot clash
+// with builtins.
+const (
+	iterationFunc = "_spireRegistrarIteration"
+	callFunc      = "_spireRegistrarCall"
+)
 
 // templateData is what ClusterSPIFFEID templates and parentIDTemplate can refer to. The names
 // are spire-controller-manager's, so existing templates render the same.
@@ -45,87 +69,103 @@ type templateData struct {
 	NodeSpec      *corev1.NodeSpec
 }
 
-// parseTemplate parses a template and checks that it only uses what entry templates need:
-// fields, index, if/with/else and the printing functions. Templates are a trust boundary:
-// whoever can write a ClusterSPIFFEID must not be able to make the controller loop (range,
-// recursive template calls) or build values without bound (variables fed back into printf),
-// so those constructs are refused when the ClusterSPIFFEID is compiled, before any pod is
-// rendered.
+// templateFuncs replace the builtin printing functions with bounded ones and declare the step
+// counter, whose per-execution binding execute installs.
+var templateFuncs = template.FuncMap{
+	"printf":      boundedPrintf,
+	"print":       bounded(fmt.Sprint),
+	"println":     bounded(fmt.Sprintln),
+	"html":        bounded(template.HTMLEscaper),
+	"js":          bounded(template.JSEscaper),
+	"urlquery":    bounded(template.URLQueryEscaper),
+	iterationFunc: func() (string, error) { return "", nil },
+	callFunc:      func() (string, error) { return "", nil },
+}
+
+// iterationNode and callNode are the actions that call iterationFunc and callFunc, parsed once
+// and shared by every template.
+var iterationNode, callNode = actionNode(iterationFunc), actionNode(callFunc)
+
+func actionNode(funcName string) parse.Node {
+	t := template.Must(template.New(funcName).Funcs(templateFuncs).Parse("{{" + funcName + "}}"))
+	return t.Root.Nodes[0]
+}
+
+// parseTemplate parses a template as spire-controller-manager does, with no restriction on
+// the language, and instruments it so that execute can bound its loops and calls.
 func parseTemplate(name, text string) (*template.Template, error) {
-	t, err := template.New(name).Funcs(template.FuncMap{"printf": boundedPrintf}).Parse(text)
+	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", name, err)
 	}
-	if len(t.Templates()) > 1 {
-		return nil, fmt.Errorf("parsing %s: define and block are not allowed", name)
-	}
-	if err := checkNodes(t.Root); err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", name, err)
+	for _, associated := range t.Templates() {
+		if associated.Tree == nil || associated.Root == nil {
+			continue
+		}
+		instrument(associated.Root)
+		associated.Root.Nodes = append([]parse.Node{callNode}, associated.Root.Nodes...)
 	}
 	return t, nil
 }
 
-// checkNodes refuses the template constructs that can loop or grow values.
-func checkNodes(node parse.Node) error {
+// instrument counts a step at the start of every range body below node.
+func instrument(node parse.Node) {
 	switch n := node.(type) {
-	case nil:
-		return nil
 	case *parse.ListNode:
 		if n == nil {
-			return nil
+			return
 		}
 		for _, c := range n.Nodes {
-			if err := checkNodes(c); err != nil {
-				return err
-			}
+			instrument(c)
 		}
-	case *parse.ActionNode:
-		return checkPipe(n.Pipe)
 	case *parse.IfNode:
-		return checkBranch(&n.BranchNode)
+		instrument(n.List)
+		instrument(n.ElseList)
 	case *parse.WithNode:
-		return checkBranch(&n.BranchNode)
+		instrument(n.List)
+		instrument(n.ElseList)
 	case *parse.RangeNode:
-		return errors.New("range is not allowed")
-	case *parse.TemplateNode:
-		return errors.New("template calls are not allowed")
-	case *parse.TextNode, *parse.CommentNode:
-	default:
-		return fmt.Errorf("%s is not allowed", node)
-	}
-	return nil
-}
-
-func checkBranch(b *parse.BranchNode) error {
-	if err := checkPipe(b.Pipe); err != nil {
-		return err
-	}
-	if err := checkNodes(b.List); err != nil {
-		return err
-	}
-	return checkNodes(b.ElseList)
-}
-
-func checkPipe(p *parse.PipeNode) error {
-	if p == nil {
-		return nil
-	}
-	if len(p.Decl) > 0 {
-		return errors.New("variables are not allowed")
-	}
-	for _, cmd := range p.Cmds {
-		for _, arg := range cmd.Args {
-			switch a := arg.(type) {
-			case *parse.PipeNode:
-				if err := checkPipe(a); err != nil {
-					return err
-				}
-			case *parse.VariableNode:
-				if a.Ident[0] != "$" {
-					return errors.New("variables are not allowed")
-				}
-			}
+		instrument(n.List)
+		instrument(n.ElseList)
+		if n.List != nil {
+			n.List.Nodes = append([]parse.Node{iterationNode}, n.List.Nodes...)
 		}
+	}
+}
+
+// The errors that stop an execution that loops or recurses too long.
+var (
+	errIterationsExceeded = fmt.Errorf("more than %d range iterations", maxRangeIterations)
+	errCallsExceeded      = fmt.Errorf("more than %d template calls", maxTemplateCalls)
+	errTimeExceeded       = fmt.Errorf("execution took longer than %s", maxExecutionTime)
+)
+
+// budget is what one execution has spent.
+type budget struct {
+	iterations, calls int
+	deadline          time.Time
+}
+
+func (b *budget) iteration() (string, error) {
+	b.iterations++
+	if b.iterations > maxRangeIterations {
+		return "", errIterationsExceeded
+	}
+	return "", b.checkTime(b.iterations)
+}
+
+func (b *budget) call() (string, error) {
+	b.calls++
+	if b.calls > maxTemplateCalls {
+		return "", errCallsExceeded
+	}
+	return "", b.checkTime(b.calls)
+}
+
+// checkTime reads the clock every 64 steps only: it costs more than a step.
+func (b *budget) checkTime(n int) error {
+	if n%64 == 0 && time.Now().After(b.deadline) {
+		return errTimeExceeded
 	}
 	return nil
 }
@@ -134,7 +174,8 @@ func checkPipe(p *parse.PipeNode) error {
 var printfWidth = regexp.MustCompile(`%[-+# 0]*(\*|\d*)(?:\.(\*|\d*))?`)
 
 // boundedPrintf is fmt.Sprintf with widths and precisions of at most two digits, so that a
-// format such as "%0999999999d" cannot allocate a gigabyte.
+// format such as "%0999999999d" cannot allocate a gigabyte, and with a bounded result, so that
+// a variable cannot be doubled until memory runs out.
 func boundedPrintf(format string, args ...any) (string, error) {
 	for _, m := range printfWidth.FindAllStringSubmatch(format, -1) {
 		for _, n := range m[1:] {
@@ -143,7 +184,19 @@ func boundedPrintf(format string, args ...any) (string, error) {
 			}
 		}
 	}
-	return fmt.Sprintf(format, args...), nil
+	return checkLength(fmt.Sprintf(format, args...))
+}
+
+// bounded wraps a builtin printing function so that its result is bounded.
+func bounded(f func(...any) string) func(...any) (string, error) {
+	return func(args ...any) (string, error) { return checkLength(f(args...)) }
+}
+
+func checkLength(s string) (string, error) {
+	if len(s) > maxRenderedBytes {
+		return "", errOutputTooLong
+	}
+	return s, nil
 }
 
 // errOutputTooLong is returned when a template produces more than maxRenderedBytes.
@@ -161,12 +214,22 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// execute renders t over data.
+// execute renders t over data within the limits above.
 func execute(t *template.Template, data *templateData) (string, error) {
+	// The counters are bound per execution: a clone shares the parsed trees and only copies
+	// the function table.
+	b := &budget{deadline: time.Now().Add(maxExecutionTime)}
+	run, err := t.Clone()
+	if err != nil {
+		return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
+	}
+	run.Funcs(template.FuncMap{iterationFunc: b.iteration, callFunc: b.call})
 	var out boundedBuffer
-	if err := t.Execute(&out, data); err != nil {
-		if errors.Is(err, errOutputTooLong) {
-			return "", fmt.Errorf("rendering %s: %w", t.Name(), errOutputTooLong)
+	if err := run.Execute(&out, data); err != nil {
+		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded} {
+			if errors.Is(err, limit) {
+				return "", fmt.Errorf("rendering %s: %w", t.Name(), limit)
+			}
 		}
 		return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
 	}

@@ -17,15 +17,15 @@ limitations under the License.
 package render
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"golang.org/x/net/idna"
 )
 
 // parseSelector parses "type:value". The value may contain colons (k8s:pod-label:app:web);
@@ -47,17 +47,46 @@ func parseSelector(s string) (*spiretypes.Selector, error) {
 	return &spiretypes.Selector{Type: typ, Value: value}, nil
 }
 
-// validateDNSName accepts what an X.509 SAN dNSName may hold: a lower-case DNS subdomain,
-// optionally with a leading "*." wildcard label.
+// dnsProfile is the IDNA profile SPIRE 1.15.3 checks entry DNS names with
+// (pkg/common/x509util.ValidateLabel), so that what renders is exactly what SPIRE accepts.
+var dnsProfile = idna.New(
+	idna.StrictDomainName(true),
+	idna.ValidateLabels(true),
+	idna.VerifyDNSLength(true),
+	idna.CheckJoiners(true),
+	idna.BidiRule(),
+	idna.CheckHyphens(true),
+)
+
+// validateDNSName accepts the DNS names SPIRE accepts for an entry: ASCII, upper case included,
+// with at most one wildcard, as the whole first label.
 func validateDNSName(name string) error {
-	if name == "" {
-		return errors.New("empty DNS name")
+	for i := 0; i < len(name); i++ {
+		if name[i] >= utf8.RuneSelf {
+			return fmt.Errorf("invalid DNS name %q: not ASCII", name)
+		}
 	}
-	if errs := validation.IsWildcardDNS1123Subdomain(name); strings.HasPrefix(name, "*.") && len(errs) == 0 {
-		return nil
+	rest := name
+	if strings.Contains(name, "*") {
+		var wildcard bool
+		rest, wildcard = strings.CutPrefix(name, "*.")
+		if !wildcard || strings.Contains(rest, "*") {
+			return fmt.Errorf("invalid DNS name %q: a wildcard must be the whole first label, and the only one", name)
+		}
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("invalid DNS name %q: %s", name, strings.Join(errs, "; "))
+	rest = strings.TrimSpace(rest)
+	switch {
+	case rest == "":
+		return fmt.Errorf("invalid DNS name %q: empty", name)
+	case strings.HasSuffix(rest, "."):
+		return fmt.Errorf("invalid DNS name %q: ends with a dot", name)
+	}
+	checked, err := dnsProfile.ToASCII(rest)
+	if err != nil {
+		return fmt.Errorf("invalid DNS name %q: %w", name, err)
+	}
+	if checked != rest {
+		return fmt.Errorf("invalid DNS name %q: not in IDNA ASCII form", name)
 	}
 	return nil
 }

@@ -131,6 +131,10 @@ type Controller struct {
 
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
+
+	// clusterSPIFFEIDConditions and clusterStaticEntryConditions learn whether the installed
+	// CRDs keep status conditions (spire-controller-manager's own CRDs prune them).
+	clusterSPIFFEIDConditions, clusterStaticEntryConditions conditionSupport
 }
 
 // NewController wires the controller to the given informers. It registers indexes and event

@@ -66,6 +66,8 @@ type envOptions struct {
 	// Events to it.
 	kubeClient bool
 	dryRun     bool
+	// ignoreNamespace, when set, is the controller's IgnoreNamespace.
+	ignoreNamespace func(string) bool
 }
 
 // newTestEnv builds a controller over fake clientsets with running informers and the
@@ -115,6 +117,7 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
 			ResyncInterval:   time.Hour,
 			DryRun:           o.dryRun,
+			IgnoreNamespace:  o.ignoreNamespace,
 		})
 	if err != nil {
 		t.Fatal(err)

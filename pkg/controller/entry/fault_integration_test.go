@@ -623,7 +623,7 @@ func TestFaultUnwritableEntryDoesNotBlockStartup(t *testing.T) {
 // SPIRE, ClusterSPIFFEIDs and pods written to make the controller register a SPIFFE ID or
 // parent ID outside its trust domain: tricky literal templates (the ClusterSPIFFEID author),
 // templates that copy pod labels and annotations (the pod author), and a parentIDTemplate that
-// reads a pod annotation. The controller must refuse every one — not only must SPIRE end up
+// reads a node annotation. The controller must refuse every one — not only must SPIRE end up
 // clean, the controller must never even ask SPIRE to write such an entry.
 func TestHostileTemplatesCannotLeaveTheTrustDomain(t *testing.T) {
 	e := newITEnv(t)
@@ -680,20 +680,31 @@ func TestHostileTemplatesCannotLeaveTheTrustDomain(t *testing.T) {
 	mkPod("label-td", map[string]string{"role": "label", "td": "evil.org"}, nil)
 	mkPod("label-sub", map[string]string{"role": "label", "td": "example.org", "sub": "evil.com"}, nil)
 	wantFailures[label.Name] = 2
-	// The operator's parentIDTemplate lets a pod name its parent; pods abuse it.
+	// The operator's parentIDTemplate lets a node name the parent of its pods (the template sees
+	// only the node, as in spire-controller-manager); nodes abuse it.
 	benign := e.clusterSPIFFEID("benign", spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ok/{{ .PodMeta.Name }}",
 		NamespaceSelector: nsSel, PodSelector: sel(map[string]string{"role": "benign"})})
 	parents := []string{"spiffe://evil.org/agent", "spiffe://example.org.evil.com/agent", "spiffe://EXAMPLE.ORG/agent",
 		"spiffe://example.org@evil.org/agent"}
 	for i, parent := range parents {
-		mkPod(fmt.Sprintf("parent-%d", i), map[string]string{"role": "benign"}, map[string]string{"parent": parent})
+		evilNode, err := realcluster.CreateNode(e.ctx, e.kube, e.name(fmt.Sprintf("evil-node-%d", i)), func(n *corev1.Node) {
+			n.Annotations = map[string]string{"parent": parent}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := realcluster.CreatePod(e.ctx, e.kube, ns, fmt.Sprintf("parent-%d", i), evilNode.Name, func(p *corev1.Pod) {
+			p.Labels = map[string]string{"role": "benign"}
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wantFailures[benign.Name] = len(parents)
 	mkPod("benign", map[string]string{"role": "benign"}, nil)
 
 	var rec *writeRecorder
 	rc := e.launchController(e.prefix,
-		`parentIDTemplate: '{{ with index .PodMeta.Annotations "parent" }}{{ . }}{{ else }}spiffe://{{ $.TrustDomain }}/k8s-node/{{ $.NodeMeta.Name }}{{ end }}'`+"\n",
+		`parentIDTemplate: '{{ with index .NodeMeta.Annotations "parent" }}{{ . }}{{ else }}spiffe://{{ $.TrustDomain }}/k8s-node/{{ $.NodeMeta.Name }}{{ end }}'`+"\n",
 		func(api spire.API) spire.API {
 			rec = &writeRecorder{API: api}
 			return rec

@@ -222,11 +222,13 @@ func (c *Controller) enqueueClusterSPIFFEID(obj any) {
 	}
 }
 
-// onClusterSPIFFEIDUpdate fans out spec changes only; the controller's own status writes come back
-// as updates with the same generation.
+// onClusterSPIFFEIDUpdate fans out spec changes and the start of a deletion only, which
+// changes which declarer is preferred; the controller's own status writes come back as
+// updates with the same generation.
 func (c *Controller) onClusterSPIFFEIDUpdate(oldObj, newObj any) {
 	oldClusterSPIFFEID, newClusterSPIFFEID := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
-	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID {
+	if oldClusterSPIFFEID.Generation != newClusterSPIFFEID.Generation || oldClusterSPIFFEID.UID != newClusterSPIFFEID.UID ||
+		!oldClusterSPIFFEID.DeletionTimestamp.Equal(newClusterSPIFFEID.DeletionTimestamp) {
 		c.enqueueClusterSPIFFEID(newClusterSPIFFEID)
 	}
 }
@@ -244,10 +246,11 @@ func (c *Controller) enqueueClusterStaticEntry(obj any) {
 	}
 }
 
-// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes.
+// onClusterStaticEntryUpdate skips the echoes of the controller's own status writes; the start
+// of a deletion changes which declarer is preferred.
 func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
-	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
+	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID || !oldCSE.DeletionTimestamp.Equal(newCSE.DeletionTimestamp) {
 		c.enqueueClusterStaticEntry(newCSE)
 	}
 }
@@ -266,11 +269,11 @@ func (c *Controller) enqueueSlicePods(obj any) {
 	}
 }
 
-// onSliceUpdate resyncs only when the pods a slice targets or its Service changed; endpoint
-// readiness flips, the most frequent update, change no DNS name.
+// onSliceUpdate resyncs only when the pods a slice lists as v1 Endpoints would, or its
+// Service, changed; most readiness flips change neither.
 func (c *Controller) onSliceUpdate(oldObj, newObj any) {
 	oldSlice, newSlice := oldObj.(*discoveryv1.EndpointSlice), newObj.(*discoveryv1.EndpointSlice)
-	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SlicePods(oldSlice), render.SlicePods(newSlice)) {
+	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SliceListedPods(oldSlice), render.SliceListedPods(newSlice)) {
 		return
 	}
 	c.enqueueSlicePods(oldSlice)

@@ -70,7 +70,8 @@ func (c *Controller) declaredClusterStaticEntries() ([]*render.DeclaredEntry, ma
 	var declared []*render.DeclaredEntry
 	invalid := map[string]error{}
 	for _, cse := range all {
-		if cse.DeletionTimestamp != nil || !c.opts.ClassMatches(cse.Spec.ClassName) {
+		// Those being deleted take part until they are gone, as in spire-controller-manager.
+		if !c.opts.ClassMatches(cse.Spec.ClassName) {
 			continue
 		}
 		d, err := c.renderer.StaticEntry(cse)

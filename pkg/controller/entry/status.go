@@ -19,6 +19,7 @@ package entry
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -46,8 +47,11 @@ func (c *Controller) enqueueStatus(names []string) {
 	}
 }
 
-// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed: namespace
-// counts from the listers, per-pod counts from the reconciler's status counters.
+// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed. They count
+// what spire-controller-manager 0.7.0 counts, so that dashboards and alerts keep their
+// meaning: namespace and pod counts from the listers, per-pod outcomes from the reconciler's
+// status counters. A spec that does not compile counts nothing, as there; its Ready condition
+// says why.
 func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
 	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -60,35 +64,42 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 	}
 	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
-	if err := c.namespaceStats(compiled, &stats); err != nil {
-		return err
+	var unscheduled int
+	if compiled.Err == nil {
+		if unscheduled, err = c.selectionStats(compiled, &stats); err != nil {
+			return err
+		}
+		c.reconciler.StatusCounters().Stats(name, &stats)
 	}
-	c.reconciler.StatusCounters().Stats(name, &stats)
 	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
-	meta.SetStatusCondition(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, clusterSPIFFEID.Generation))
+	c.clusterSPIFFEIDConditions.set(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))
 	if apiequality.Semantic.DeepEqual(clusterSPIFFEID.Status, updated.Status) || !c.writesStatus() {
 		return nil
 	}
-	if _, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	echo, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("updating status of ClusterSPIFFEID %s: %w", name, err)
 	}
+	c.clusterSPIFFEIDConditions.learn(updated.Status.Conditions, echo.Status.Conditions)
 	klog.FromContext(ctx).V(2).Info("Updated ClusterSPIFFEID status", "stats", stats)
 	return nil
 }
 
 // clusterSPIFFEIDReadyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with
-// a reason and a message a person can act on.
-func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, generation int64) metav1.Condition {
+// a reason and a message a person can act on. Pods that only wait for a node count as render
+// failures in the stats, as in spire-controller-manager, but do not make it not Ready.
+func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, unscheduled int, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	failures := stats.PodEntryRenderFailures - min(unscheduled, stats.PodEntryRenderFailures)
 	switch {
 	case compiled.Err != nil:
 		c.Reason = spirev1alpha1.ReasonInvalidSpec
 		c.Message = "No entry can be rendered: " + truncate(compiled.Err.Error(), 1024)
-	case stats.PodEntryRenderFailures > 0:
+	case failures > 0:
 		c.Reason = spirev1alpha1.ReasonRenderFailed
 		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
-			stats.PodEntryRenderFailures, stats.PodsSelected)
+			failures, stats.PodsSelected)
 	case stats.EntryFailures > 0:
 		c.Reason = spirev1alpha1.ReasonWriteFailed
 		c.Message = fmt.Sprintf("SPIRE did not take %d of %d entries; they are retried", stats.EntryFailures, stats.EntriesToSet)
@@ -99,24 +110,40 @@ func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spire
 			c.Message += fmt.Sprintf("; %d more are masked by older resources declaring the same entries", stats.EntriesMasked)
 		}
 	}
+	if unscheduled > 0 && compiled.Err == nil {
+		c.Message += fmt.Sprintf("; %d selected pods wait for a node (counted in podEntryRenderFailures)", unscheduled)
+	}
 	return c
 }
 
-// namespaceStats counts the namespaces a ClusterSPIFFEID selects and, of those, the ignored
-// ones.
-func (c *Controller) namespaceStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) error {
+// selectionStats counts, as spire-controller-manager does, the namespaces a ClusterSPIFFEID
+// selects (ignored ones included), the ignored ones among them, and the pods it selects in the
+// others, whatever their phase and whether or not a fallback is skipped for them. It returns
+// how many of those pods are not scheduled yet.
+func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) (int, error) {
 	namespaces, err := c.namespaceLister.List(compiled.NamespaceSelector)
 	if err != nil {
-		return fmt.Errorf("listing namespaces: %w", err)
+		return 0, fmt.Errorf("listing namespaces: %w", err)
 	}
+	unscheduled := 0
+	stats.NamespacesSelected = len(namespaces)
 	for _, ns := range namespaces {
 		if c.opts.IgnoreNamespace(ns.Name) {
 			stats.NamespacesIgnored++
-		} else {
-			stats.NamespacesSelected++
+			continue
+		}
+		pods, err := c.podLister.Pods(ns.Name).List(compiled.PodSelector)
+		if err != nil {
+			return 0, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
+		}
+		stats.PodsSelected += len(pods)
+		for _, pod := range pods {
+			if pod.Spec.NodeName == "" && render.PodDeclaresEntries(pod) {
+				unscheduled++
+			}
 		}
 	}
-	return nil
+	return unscheduled, nil
 }
 
 // updateClusterStaticEntryStatus writes a ClusterStaticEntry's status when it changed. An
@@ -135,7 +162,7 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 	}
 	updated := cse.DeepCopy()
 	updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
-	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	c.clusterStaticEntryConditions.set(&updated.Status.Conditions, ready)
 	if apiequality.Semantic.DeepEqual(cse.Status, updated.Status) {
 		return nil
 	}
@@ -145,9 +172,11 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 	if !c.writesStatus() {
 		return nil
 	}
-	if _, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	echo, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
 	}
+	c.clusterStaticEntryConditions.learn(updated.Status.Conditions, echo.Status.Conditions)
 	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "ready", ready.Status, "reason", ready.Reason)
 	return nil
 }
@@ -173,4 +202,30 @@ func errString(err error) string {
 		return "unknown error"
 	}
 	return err.Error()
+}
+
+// conditionSupport learns from the echo of a status write whether the installed CRD keeps
+// status conditions. spire-controller-manager's own CRDs, which the official chart installs,
+// have no status.conditions, so the API server prunes them; comparing with them would find
+// every status changed and write it again at every sync, for ever. Once a write comes back
+// without the conditions it carried, conditions are left out of every status, and a status
+// is written only when what the schema keeps changes.
+type conditionSupport struct {
+	pruned atomic.Bool
+}
+
+// set sets a condition, unless the schema prunes conditions.
+func (s *conditionSupport) set(conditions *[]metav1.Condition, c metav1.Condition) {
+	if s.pruned.Load() {
+		*conditions = nil
+		return
+	}
+	meta.SetStatusCondition(conditions, c)
+}
+
+// learn records that conditions are pruned when a write that carried some echoes none.
+func (s *conditionSupport) learn(sent, echoed []metav1.Condition) {
+	if len(sent) > 0 && len(echoed) == 0 {
+		s.pruned.Store(true)
+	}
 }

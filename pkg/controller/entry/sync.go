@@ -18,10 +18,12 @@ package entry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -75,7 +77,8 @@ func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
 }
 
 // activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
-// oldest first.
+// most preferred first. Those being deleted take part until they are gone, as in
+// spire-controller-manager.
 func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
 	if c.opts.IgnoreClusterSPIFFEIDs {
 		return nil, nil
@@ -86,7 +89,7 @@ func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error)
 	}
 	active := make([]*render.ClusterSPIFFEID, 0, len(all))
 	for _, clusterSPIFFEID := range all {
-		if clusterSPIFFEID.DeletionTimestamp != nil || !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
+		if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
 			continue
 		}
 		active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
@@ -95,12 +98,15 @@ func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error)
 	return active, nil
 }
 
-// declarePod renders the entries the ClusterSPIFFEIDs declare for a pod. Pods that run nowhere
-// yet, have finished, or live in an ignored namespace declare nothing, and so do pods whose
-// namespace or node the informers do not know yet: their events will bring the pod back.
+// declarePod renders the entries the ClusterSPIFFEIDs declare for a pod. Pods that have
+// finished or live in an ignored namespace declare nothing, and so do pods whose namespace the
+// informers do not know yet: its event will bring the pod back. A pod that is not scheduled
+// yet, or whose node is unknown, fails to render for every ClusterSPIFFEID that selects it, as
+// in spire-controller-manager, whose status counts it so; the node's event brings it back.
 //
 // It also returns the names of the ClusterSPIFFEIDs that apply to the pod but rendered no
-// entry for it; each is counted, logged and told in an Event.
+// entry for it; each is counted, and, unless the pod only waits for its node, logged and told
+// in an Event.
 func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPIFFEIDs []*render.ClusterSPIFFEID) ([]*render.DeclaredEntry, []string) {
 	if !render.PodDeclaresEntries(pod) || c.opts.IgnoreNamespace(pod.Namespace) {
 		return nil, nil
@@ -111,10 +117,16 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPI
 		logNotFound(logger, err, "Namespace of pod not in cache yet", "pod", klog.KObj(pod))
 		return nil, nil
 	}
-	node, err := c.nodeLister.Get(pod.Spec.NodeName)
-	if err != nil {
-		logNotFound(logger, err, "Node of pod not in cache yet", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
-		return nil, nil
+	var node *corev1.Node
+	if pod.Spec.NodeName != "" {
+		node, err = c.nodeLister.Get(pod.Spec.NodeName)
+		switch {
+		case apierrors.IsNotFound(err):
+			logger.V(4).Info("Node of pod not in cache", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+		case err != nil:
+			logger.Error(err, "Getting the node of pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+			return nil, nil
+		}
 	}
 	endpointSlices, err := c.endpointSlicesOf(pod)
 	if err != nil {
@@ -125,6 +137,9 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPI
 	var failed []string
 	for _, f := range failures {
 		failed = append(failed, f.ClusterSPIFFEID.Name)
+		if errors.Is(f.Err, render.ErrNodeNotFound) {
+			continue
+		}
 		metrics.RenderFailures.WithLabelValues(render.KindClusterSPIFFEID).Inc()
 		logger.V(2).Info("Cannot render entry", "clusterSPIFFEID", f.ClusterSPIFFEID.Name, "pod", klog.KObj(pod), "err", f.Err)
 		c.reportRenderFailure(f.ClusterSPIFFEID.Name, pod, f.Err)
@@ -238,7 +253,7 @@ func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]ty
 }
 
 // clusterSPIFFEIDCache keeps compiled ClusterSPIFFEIDs across syncs, recompiling one only when
-// its UID or generation changes (status writes do not change the generation).
+// its UID, generation or deletion time changes (status writes change none of them).
 type clusterSPIFFEIDCache struct {
 	mu    sync.Mutex
 	items map[string]*render.ClusterSPIFFEID
@@ -252,12 +267,20 @@ func newClusterSPIFFEIDCache() *clusterSPIFFEIDCache {
 func (c *clusterSPIFFEIDCache) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation {
+	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation &&
+		compiled.Deleted.Equal(deletionTime(in)) {
 		return compiled
 	}
 	compiled := render.CompileClusterSPIFFEID(in)
 	c.items[in.Name] = compiled
 	return compiled
+}
+
+func deletionTime(in *spirev1alpha1.ClusterSPIFFEID) time.Time {
+	if in.DeletionTimestamp == nil {
+		return time.Time{}
+	}
+	return in.DeletionTimestamp.Time
 }
 
 // forget drops a deleted ClusterSPIFFEID.
