@@ -142,10 +142,10 @@ webhook:
 		{"unknown field in a template", func() error {
 			_, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
 				ObjectMeta: metav1.ObjectMeta{Name: "typo"},
-				Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://" + td + "/{{ .PodMeta.Nmae }}"},
+				Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://" + td + "/{{ .PodMeta.Tier }}"},
 			}, metav1.CreateOptions{})
 			return err
-		}, []string{"denied the request", "spec.spiffeIDTemplate", "Nmae"}},
+		}, []string{"denied the request", "spec.spiffeIDTemplate", "Tier"}},
 		{"label selector that does not parse", func() error {
 			_, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
 				ObjectMeta: metav1.ObjectMeta{Name: "selector"},
