@@ -66,8 +66,14 @@ func runWarmStandby(ctx context.Context, cc ControllerContext, workers int, heal
 	start := time.Now()
 	cc.KubeInformers.Start(informerCtx.Done())
 	cc.SpireInformers.Start(informerCtx.Done())
+	// Without cacheSyncTimeout, wait as long as it takes: the controllers would wait too.
 	if err := waitForCacheSync(ctx, cc.Config.CacheSyncTimeout, cc.KubeInformers, cc.SpireInformers); err != nil {
 		return err
+	}
+	cc.KubeInformers.WaitForCacheSync(ctx.Done())
+	cc.SpireInformers.WaitForCacheSync(ctx.Done())
+	if ctx.Err() != nil {
+		return nil
 	}
 	logger.Info("Informer caches synced; asking for the lease", "duration", time.Since(start))
 
