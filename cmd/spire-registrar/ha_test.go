@@ -184,6 +184,9 @@ func TestHA(t *testing.T) {
 		haLeaseDuration, leading.Round(time.Millisecond), resynced.Round(time.Millisecond),
 		metricValue(standby.replica, `spire_registrar_last_full_resync_duration_seconds{controller="spire-registrar-entry-controller"}`),
 		converge.Round(time.Millisecond))
+	if line := logLine(standby.logs.String(), "Informer caches synced"); line != "" {
+		t.Logf("the standby had synced its informers before the takeover: %s", line[strings.Index(line, "]")+2:])
+	}
 	// Steady afterwards: a pod created now gets its entry from the new leader alone.
 	start := time.Now()
 	createPods("later", 1)
@@ -263,6 +266,16 @@ func logTime(t *testing.T, logs, message string, since time.Time) time.Time {
 	}
 	t.Fatalf("no log line %q after %v", message, since)
 	return time.Time{}
+}
+
+// logLine is the first line of logs that contains message, or "".
+func logLine(logs, message string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, message) {
+			return line
+		}
+	}
+	return ""
 }
 
 // spireWrites is how many SPIRE requests other than reads the replica made.
