@@ -56,6 +56,9 @@ func warmInformers(cc ControllerContext) {
 // keep such a list current. cc carries the clients and the factories, not yet started.
 func runWarmStandby(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
 	logger := klog.FromContext(ctx)
+	// A standby is ready while it warms up, as before: readiness is about the leader's sync
+	// with SPIRE, and the SPIRE server this runs beside must not leave its Service meanwhile.
+	health.electing.Store(true)
 	warmInformers(cc)
 	// The informers outlive a leadership (its context ends first) but not this function:
 	// Shutdown waits for them to stop, so cancel first.

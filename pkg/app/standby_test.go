@@ -20,11 +20,14 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -112,4 +115,56 @@ func started(ctx context.Context, cc ControllerContext) warmCaches {
 	slices.Sort(c.Pods)
 	slices.Sort(c.ClusterSPIFFEIDs)
 	return c
+}
+
+// TestStandbyOnlyReads runs a replica while another holds the Lease: it fills its caches,
+// stays ready, and only reads. No controller runs, nothing is written to the API (not status,
+// not an Event, not the Lease) and SPIRE is never called: its client would panic.
+func TestStandbyOnlyReads(t *testing.T) {
+	cfg, err := config.Parse([]byte("trustDomain: example.org\nclusterName: c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.LeaderElection = config.LeaderElection{Enabled: true, ResourceName: "spire-registrar", ResourceNamespace: "default",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 50 * time.Millisecond}
+	now := metav1.NewMicroTime(time.Now())
+	kubeClient := k8sfake.NewClientset(
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "spire-registrar"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("the-leader"), LeaseDurationSeconds: ptr.To[int32](15),
+				AcquireTime: &now, RenewTime: &now}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "a", UID: "uid-a"}, Spec: corev1.PodSpec{NodeName: "node-1"}})
+	spireClient := spirefake.NewSimpleClientset(&spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "all"},
+		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://example.org/pod/{{ .PodMeta.Name }}"}})
+	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
+	health := &Health{}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := runWarmStandby(ctx, cc, 1, health); err != nil {
+		t.Fatal(err)
+	}
+	if !cc.KubeInformers.Core().V1().Pods().Informer().HasSynced() {
+		t.Errorf("the standby's pod informer never synced")
+	}
+	if err := health.Ready(); err != nil {
+		t.Errorf("standby not ready: %v", err)
+	}
+	if len(health.controllers) != 0 {
+		t.Errorf("a standby constructed controllers")
+	}
+	var writes []string
+	for _, a := range append(kubeClient.Actions(), spireClient.Actions()...) {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+		default:
+			writes = append(writes, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	if len(writes) > 0 {
+		t.Errorf("the standby wrote: %v", writes)
+	}
 }
