@@ -189,21 +189,11 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 			"validatingWebhookConfigurationName", cfg.ValidatingWebhookConfigurationName)
 	}
 
-	runControllers := func(ctx context.Context) error {
-		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
-		cc := cc
-		cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
-		cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)
 	}
-	if !cfg.LeaderElection.Enabled {
-		return runControllers(ctx)
-	}
-	var runErr error
-	if err := RunWithLeaderElection(ctx, kubeClient, cfg.LeaderElection, health, func(ctx context.Context) {
-		runErr = runControllers(ctx)
-	}); err != nil {
-		return err
-	}
-	return runErr
+	// Standbys keep their informers warm; only the leader runs the controllers.
+	return runWarmStandby(ctx, cc, opts.Workers, health)
 }
