@@ -34,7 +34,7 @@ func TestSmoke(t *testing.T) {
 	}
 	const n = 500
 	ctx := t.Context()
-	cl, err := startCluster(ctx, t.Logf)
+	cl, err := startCluster(ctx, t.Logf, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func runBench(ctx context.Context, o options) error {
 		return fmt.Errorf("create output directory: %w", err)
 	}
 	logf("starting etcd and kube-apiserver")
-	cl, err := startCluster(ctx, logf)
+	cl, err := startCluster(ctx, logf, false)
 	if err != nil {
 		return err
 	}
