@@ -123,23 +123,32 @@ func rawThroughput(ctx context.Context, n int, logf realcluster.Logf) (rawResult
 // scrapeCounter sums every series of the named counter in a Prometheus text exposition.
 // Series of other metrics sharing the name as a prefix (name_elapsed_time...) do not count.
 func scrapeCounter(ctx context.Context, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := scrape(ctx, url)
 	if err != nil {
 		return 0, err
 	}
+	return sumCounter(body, name)
+}
+
+// scrape returns a Prometheus text exposition.
+func scrape(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
+		return nil, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return sumCounter(body, name)
+	return body, nil
 }
 
 func sumCounter(exposition []byte, name string) (float64, error) {
