@@ -1,0 +1,382 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
+)
+
+const (
+	// rolloutDeployment is the name of the Deployment a rollout run rolls out.
+	rolloutDeployment = "app"
+	// templateAnnotation is the pod template annotation the rollout changes.
+	templateAnnotation = "bench.spire-registrar.io/template"
+	// settleTime lets delayed work (batched status writes, the last syncs) finish before a
+	// measurement starts, and counts the writes that come after one ends.
+	settleTime = 3 * time.Second
+)
+
+// The rollout strategy users most often leave as it is: Kubernetes' defaults.
+var (
+	rolloutMaxSurge       = intstr.FromString("25%")
+	rolloutMaxUnavailable = intstr.FromString("25%")
+)
+
+// rolloutOptions configure one rollout measurement.
+type rolloutOptions struct {
+	n int
+	// poll is the pause between the listings of SPIRE that see entries appear.
+	poll time.Duration
+	// flapsPerSecond is how often a Running pod's Ready condition is set False and back to
+	// True during the rollout; 0 leaves status churn to kwok alone.
+	flapsPerSecond float64
+	timeout        time.Duration
+}
+
+// rolloutResult is what one rollout measured.
+type rolloutResult struct {
+	datastore string
+	n         int
+	// initial runs from the Deployment's create until SPIRE held an entry for every pod.
+	initial time.Duration
+	// converged runs from the template change until SPIRE held exactly the entries of the
+	// new template's n pods.
+	converged time.Duration
+	// replaced counts the old pods that were gone at convergence.
+	replaced int
+	// latencies are, per new pod, from the bench seeing it scheduled to SPIRE serving its
+	// entry; unmeasured counts the new pods that lack either time.
+	latencies  []time.Duration
+	unmeasured int
+	// writes are SPIRE's entry writes from the template change to convergence; late are
+	// those in the settleTime after it.
+	writes, late entryWrites
+	flaps        int
+	cpu          cpuSample
+}
+
+// benchRollout creates a Deployment of o.n replicas in a fresh run, waits until every pod has
+// its entry, then changes its template and measures until SPIRE holds exactly the new pods'
+// entries, while kwok moves pods through their stages and, if asked, Ready conditions flap.
+func benchRollout(ctx context.Context, cl *cluster, spec runSpec, o rolloutOptions) (res rolloutResult, err error) {
+	res.n = o.n
+	r, err := cl.startRunSpec(ctx, spec)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		logf("%s: stopping the controller and SPIRE, deleting the Deployment and its pods", spec.name)
+		cleanupCtx := context.WithoutCancel(ctx)
+		if err := cl.kubeClient.AppsV1().Deployments(spec.name).Delete(cleanupCtx, rolloutDeployment, metav1.DeleteOptions{}); err != nil {
+			logf("deleting Deployment %s/%s: %v", spec.name, rolloutDeployment, err)
+		}
+		r.stop(cleanupCtx)
+		if err := cl.kubeClient.CoreV1().Namespaces().Delete(cleanupCtx, spec.name, metav1.DeleteOptions{}); err != nil {
+			logf("deleting namespace %s: %v", spec.name, err)
+		}
+	}()
+
+	tracker := newPodTracker()
+	factory := informers.NewSharedInformerFactoryWithOptions(cl.kubeClient, 0, informers.WithNamespace(spec.name))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(trackerHandler(tracker)); err != nil {
+		return res, fmt.Errorf("watch pods: %w", err)
+	}
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	defer factory.Shutdown()
+	defer stopInformer() // Shutdown waits for the informer, which runs until its context ends.
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
+		return res, fmt.Errorf("sync the pod informer: %w", ctx.Err())
+	}
+
+	start := time.Now()
+	if _, err := cl.kubeClient.AppsV1().Deployments(spec.name).Create(ctx, rolloutDeploymentObject(spec.name, o.n), metav1.CreateOptions{}); err != nil {
+		return res, fmt.Errorf("create Deployment: %w", err)
+	}
+	logf("%s: Deployment of %d replicas created; waiting for their entries", spec.name, o.n)
+	done, err := r.waitForCount(ctx, o.n, start, o.timeout)
+	if err != nil {
+		return res, fmt.Errorf("first rollout: %w", err)
+	}
+	res.initial = done.Sub(start)
+	if err := waitDeploymentComplete(ctx, cl, spec.name, o.n, o.timeout); err != nil {
+		return res, err
+	}
+	if err := sleep(ctx, settleTime); err != nil {
+		return res, err
+	}
+	if err := r.verify(ctx); err != nil {
+		return res, fmt.Errorf("before the rollout: %w", err)
+	}
+	logf("%s: %d pods Running with their entries after %v; rolling out a new template", spec.name, o.n, time.Since(start).Round(time.Millisecond))
+
+	tracker.startRollout()
+	writesBefore, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())
+	if err != nil {
+		return res, err
+	}
+	cpuBefore := sampleCPU(r.spire.Dir(), cl.kube.Dir())
+	measureCtx, endMeasure := context.WithCancel(ctx)
+	defer endMeasure()
+	converged := make(chan time.Time, 1)
+	pollErr := make(chan error, 1)
+	go func() { pollErr <- r.pollEntries(measureCtx, tracker, o.n, o.poll, converged) }()
+	flaps := make(chan int, 1)
+	go func() { flaps <- flapReady(measureCtx, cl, spec.name, tracker, o.flapsPerSecond) }()
+
+	start = time.Now()
+	if err := changeTemplate(ctx, cl, spec.name); err != nil {
+		return res, err
+	}
+	timeout := time.NewTimer(o.timeout)
+	defer timeout.Stop()
+	select {
+	case at := <-converged:
+		res.converged = at.Sub(start)
+	case err := <-pollErr:
+		return res, fmt.Errorf("poll SPIRE: %w", err)
+	case <-timeout.C:
+		return res, fmt.Errorf("rollout not converged after %v: %d old pods replaced", o.timeout, tracker.replaced())
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	res.cpu = sampleCPU(r.spire.Dir(), cl.kube.Dir()).sub(cpuBefore)
+	writesAt, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())
+	if err != nil {
+		return res, err
+	}
+	res.writes = writesAt.sub(writesBefore)
+	endMeasure()
+	res.flaps = <-flaps
+	res.latencies, res.unmeasured = tracker.latencies()
+	res.replaced = tracker.replaced()
+	logf("%s: SPIRE holds exactly the new pods' entries %v after the template change", spec.name, res.converged.Round(time.Millisecond))
+
+	if err := waitDeploymentComplete(ctx, cl, spec.name, o.n, o.timeout); err != nil {
+		return res, err
+	}
+	if err := sleep(ctx, settleTime); err != nil {
+		return res, err
+	}
+	writesAfter, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())
+	if err != nil {
+		return res, err
+	}
+	res.late = writesAfter.sub(writesAt)
+	if err := r.verify(ctx); err != nil {
+		return res, fmt.Errorf("after the rollout: %w", err)
+	}
+	return res, nil
+}
+
+// trackerHandler feeds pod events to the tracker with the time they arrived.
+func trackerHandler(t *podTracker) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				t.observe(pod, time.Now())
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				t.observe(pod, time.Now())
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				t.forget(pod.UID)
+			}
+		},
+	}
+}
+
+// rolloutDeploymentObject is a Deployment of n replicas for kwok's nodes, with the default
+// rolling update strategy spelled out.
+func rolloutDeploymentObject(namespace string, n int) *appsv1.Deployment {
+	labels := map[string]string{"app": rolloutDeployment}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: rolloutDeployment},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(n)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge: &rolloutMaxSurge, MaxUnavailable: &rolloutMaxUnavailable,
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{templateAnnotation: "1"}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "main", Image: realcluster.PlaceholderImage}},
+				},
+			},
+		},
+	}
+	realcluster.KwokPodSpec(&d.Spec.Template.Spec)
+	return d
+}
+
+// changeTemplate changes the Deployment's pod template, which starts a rollout.
+func changeTemplate(ctx context.Context, cl *cluster, namespace string) error {
+	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:"2"}}}}}`, templateAnnotation)
+	if _, err := cl.kubeClient.AppsV1().Deployments(namespace).Patch(ctx, rolloutDeployment, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("change the Deployment's template: %w", err)
+	}
+	return nil
+}
+
+// waitDeploymentComplete waits until the Deployment has rolled out its latest template to n
+// available pods and no other pod of it is left.
+func waitDeploymentComplete(ctx context.Context, cl *cluster, namespace string, n int, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := cl.kubeClient.AppsV1().Deployments(namespace).Get(ctx, rolloutDeployment, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		s := d.Status
+		pods, err := cl.kubeClient.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d pods; status: %d replicas, %d updated, %d available", len(pods.Items), s.Replicas, s.UpdatedReplicas, s.AvailableReplicas)
+		want := int32(n)
+		return s.ObservedGeneration == d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
+			s.AvailableReplicas == want && len(pods.Items) == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for Deployment %s/%s to complete (last: %s): %w", namespace, rolloutDeployment, last, err)
+	}
+	return nil
+}
+
+// pollEntries lists SPIRE's entries, selectors only, with pause between listings, feeding
+// the tracker, until they are exactly the new template's n pods' entries; it then sends the
+// time that listing returned on converged.
+func (r *run) pollEntries(ctx context.Context, t *podTracker, n int, pause time.Duration, converged chan<- time.Time) error {
+	for {
+		uids, err := r.listPodUIDs(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		now := time.Now()
+		if t.sawEntries(uids, now, n) {
+			converged <- now
+			return nil
+		}
+		if err := sleep(ctx, pause); err != nil {
+			return nil
+		}
+	}
+}
+
+// listPodUIDs returns the pod UIDs of SPIRE's entries, from a listing of selectors only.
+func (r *run) listPodUIDs(ctx context.Context) (map[types.UID]bool, error) {
+	uids := map[types.UID]bool{}
+	token := ""
+	for {
+		resp, err := r.raw.ListEntries(ctx, &entryv1.ListEntriesRequest{
+			PageSize: 10000, PageToken: token, OutputMask: &spiretypes.EntryMask{Selectors: true},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list entries: %w", err)
+		}
+		for _, e := range resp.GetEntries() {
+			for _, s := range e.GetSelectors() {
+				if uid, ok := strings.CutPrefix(s.GetValue(), podUIDSelector); ok && s.GetType() == "k8s" {
+					uids[types.UID(uid)] = true
+				}
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return uids, nil
+		}
+	}
+}
+
+// flapReady sets the Ready condition of a random Running pod to False and back to True,
+// perSecond times a second, until ctx ends, and returns how many pods it flapped. kwok only
+// readies Pending pods, so it leaves these flaps alone. Failed flaps (the pod went, or
+// changed under us) are not counted.
+func flapReady(ctx context.Context, cl *cluster, namespace string, t *podTracker, perSecond float64) int {
+	if perSecond <= 0 {
+		return 0
+	}
+	ticker := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
+	defer ticker.Stop()
+	flapped := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return flapped
+		case <-ticker.C:
+		}
+		names := t.runningPods()
+		if len(names) == 0 {
+			continue
+		}
+		name := names[rand.IntN(len(names))]
+		ok := true
+		for i, status := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionTrue} {
+			writeCtx := ctx
+			if i > 0 {
+				// A pod must not stay unready when the measurement ends between the two.
+				writeCtx = context.WithoutCancel(ctx)
+			}
+			_, err := realcluster.UpdatePodStatus(writeCtx, cl.kubeClient, namespace, name, func(s *corev1.PodStatus) {
+				for i := range s.Conditions {
+					if s.Conditions[i].Type == corev1.PodReady || s.Conditions[i].Type == corev1.ContainersReady {
+						s.Conditions[i].Status = status
+						s.Conditions[i].LastTransitionTime = metav1.Now()
+					}
+				}
+			})
+			ok = ok && err == nil
+		}
+		if ok {
+			flapped++
+		}
+	}
+}
