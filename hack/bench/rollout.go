@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,7 +85,12 @@ type rolloutResult struct {
 	// those in the settleTime after it.
 	writes, late entryWrites
 	flaps        int
-	cpu          cpuSample
+	// listings are the durations of the SPIRE listings that saw entries appear: an entry's
+	// first-seen time is when the listing that returned it returned, late by up to one.
+	listings []time.Duration
+	cpu      cpuSample
+	// postgresCPU is what the PostgreSQL cluster spent during the rollout, -1 on sqlite.
+	postgresCPU float64
 }
 
 // benchRollout creates a Deployment of o.n replicas in a fresh run, waits until every pod has
@@ -149,11 +155,25 @@ func benchRollout(ctx context.Context, cl *cluster, spec runSpec, o rolloutOptio
 		return res, err
 	}
 	cpuBefore := sampleCPU(r.spire.Dir(), cl.kube.Dir())
+	postgresCPU := func() float64 { return -1 }
+	if spec.postgres != nil {
+		// The postmaster's command line names its port; its children serve the connections.
+		match := "\x00-p\x00" + strconv.Itoa(spec.postgres.Port()) + "\x00"
+		postgresCPU = func() float64 { return procTreeCPU(match) }
+	}
+	postgresBefore := postgresCPU()
 	measureCtx, endMeasure := context.WithCancel(ctx)
 	defer endMeasure()
 	converged := make(chan time.Time, 1)
-	pollErr := make(chan error, 1)
-	go func() { pollErr <- r.pollEntries(measureCtx, tracker, o.n, o.poll, converged) }()
+	type pollResult struct {
+		listings []time.Duration
+		err      error
+	}
+	polled := make(chan pollResult, 1)
+	go func() {
+		listings, err := r.pollEntries(measureCtx, tracker, o.n, o.poll, converged)
+		polled <- pollResult{listings, err}
+	}()
 	flaps := make(chan int, 1)
 	go func() { flaps <- flapReady(measureCtx, cl, spec.name, tracker, o.flapsPerSecond) }()
 
@@ -166,14 +186,24 @@ func benchRollout(ctx context.Context, cl *cluster, spec runSpec, o rolloutOptio
 	select {
 	case at := <-converged:
 		res.converged = at.Sub(start)
-	case err := <-pollErr:
-		return res, fmt.Errorf("poll SPIRE: %w", err)
+	case p := <-polled:
+		if p.err == nil {
+			p.err = ctx.Err()
+		}
+		return res, fmt.Errorf("poll SPIRE: %w", p.err)
 	case <-timeout.C:
 		return res, fmt.Errorf("rollout not converged after %v: %d old pods replaced", o.timeout, tracker.replaced())
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}
 	res.cpu = sampleCPU(r.spire.Dir(), cl.kube.Dir()).sub(cpuBefore)
+	if after := postgresCPU(); after >= 0 && postgresBefore >= 0 {
+		res.postgresCPU = after - postgresBefore
+	} else {
+		res.postgresCPU = -1
+	}
+	p := <-polled // It returned right after sending the convergence time.
+	res.listings = p.listings
 	writesAt, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())
 	if err != nil {
 		return res, err
@@ -291,23 +321,26 @@ func waitDeploymentComplete(ctx context.Context, cl *cluster, namespace string, 
 
 // pollEntries lists SPIRE's entries, selectors only, with pause between listings, feeding
 // the tracker, until they are exactly the new template's n pods' entries; it then sends the
-// time that listing returned on converged.
-func (r *run) pollEntries(ctx context.Context, t *podTracker, n int, pause time.Duration, converged chan<- time.Time) error {
+// time that listing returned on converged. It returns how long each listing took.
+func (r *run) pollEntries(ctx context.Context, t *podTracker, n int, pause time.Duration, converged chan<- time.Time) ([]time.Duration, error) {
+	var listings []time.Duration
 	for {
+		start := time.Now()
 		uids, err := r.listPodUIDs(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return listings, nil
 			}
-			return err
+			return listings, err
 		}
 		now := time.Now()
+		listings = append(listings, now.Sub(start))
 		if t.sawEntries(uids, now, n) {
 			converged <- now
-			return nil
+			return listings, nil
 		}
 		if err := sleep(ctx, pause); err != nil {
-			return nil
+			return listings, nil
 		}
 	}
 }

@@ -82,9 +82,23 @@ func rolloutRows(results []rolloutResult) []row {
 			return count(r.writes.createRPCs) + " / " + count(r.writes.updateRPCs) + " / " + count(r.writes.deleteRPCs)
 		})},
 		{fmt.Sprintf("SPIRE entry writes in the %v after convergence", settleTime), "entries", col(func(r rolloutResult) string { return count(r.late.total()) })},
+		{"SPIRE listings that saw entries appear", "listings", col(func(r rolloutResult) string { return strconv.Itoa(len(r.listings)) })},
+		{"listing duration p50 / max (first-seen is late by up to one)", "ms", col(func(r rolloutResult) string {
+			if len(r.listings) == 0 {
+				return ""
+			}
+			p := percentiles(r.listings, 50, 100)
+			return ms(p[0]) + " / " + ms(p[1])
+		})},
 		{"Ready flaps (False and back) during the rollout", "pods", col(func(r rolloutResult) string { return strconv.Itoa(r.flaps) })},
 		{"CPU during the rollout: bench process (controller + pod watch + SPIRE polling)", "s", col(func(r rolloutResult) string { return cpu(r.cpu.self) })},
 		{"CPU during the rollout: spire-server", "s", col(func(r rolloutResult) string { return cpu(r.cpu.spire) })},
+		{"CPU during the rollout: PostgreSQL", "s", col(func(r rolloutResult) string {
+			if r.datastore != datastorePostgres {
+				return ""
+			}
+			return cpu(r.postgresCPU)
+		})},
 		{"CPU during the rollout: kube-apiserver", "s", col(func(r rolloutResult) string { return cpu(r.cpu.apiserver) })},
 		{"CPU available during the rollout (cores x time)", "s", col(func(r rolloutResult) string {
 			return cpu(float64(runtime.NumCPU()) * r.converged.Seconds())
