@@ -99,14 +99,14 @@ func TestRolloutSmoke(t *testing.T) {
 			if res.writes.creates < n || res.writes.deletes < n {
 				t.Errorf("SPIRE counted %v entry creates and %v deletes, want at least %d of each", res.writes.creates, res.writes.deletes, n)
 			}
-			if len(res.listings) == 0 {
-				t.Error("no SPIRE listing timed")
+			if len(res.rounds) == 0 {
+				t.Error("no round of SPIRE queries timed")
 			}
 			if ds == datastorePostgres && res.postgresCPU < 0 {
 				t.Error("PostgreSQL's CPU not found in /proc")
 			}
-			t.Logf("converged in %v; SPIRE entry writes: %v creates, %v updates, %v deletes; %d Ready flaps; %d listings; PostgreSQL CPU %.2fs",
-				res.converged, res.writes.creates, res.writes.updates, res.writes.deletes, res.flaps, len(res.listings), res.postgresCPU)
+			t.Logf("converged in %v; SPIRE entry writes: %v creates, %v updates, %v deletes; %d Ready flaps; %d query rounds; PostgreSQL CPU %.2fs",
+				res.converged, res.writes.creates, res.writes.updates, res.writes.deletes, res.flaps, len(res.rounds), res.postgresCPU)
 		})
 	}
 }

@@ -37,14 +37,13 @@ type trackedPod struct {
 	gone    bool
 }
 
-// podTracker records, from pod events and SPIRE listings, when each pod was scheduled and when
-// SPIRE first served its entry, and tells when SPIRE holds exactly the new template's pods.
-// The listings can see an entry before the bench's informer sees its pod: entry times are
-// kept by UID on their own.
+// podTracker records, from pod events and SPIRE queries, when each pod was scheduled and when
+// SPIRE first served its entry, and tells which pods to look for in SPIRE and when every new
+// pod's entry has been seen.
 type podTracker struct {
 	mu   sync.Mutex
 	pods map[types.UID]*trackedPod
-	// entrySeen is when a listing first returned an entry for the pod UID.
+	// entrySeen is when a query first returned an entry for the pod UID.
 	entrySeen map[types.UID]time.Time
 	// oldTemplates are the templates of the pods present when the rollout started; nil before.
 	oldTemplates map[string]bool
@@ -96,25 +95,40 @@ func (t *podTracker) isNew(p *trackedPod) bool {
 	return t.oldTemplates != nil && !t.oldTemplates[p.template]
 }
 
-// sawEntries records a SPIRE listing that returned at seenAt with entries for these pod UIDs,
-// and reports whether they are exactly the entries of want live pods of the new template.
-func (t *podTracker) sawEntries(uids map[types.UID]bool, seenAt time.Time, want int) bool {
+// sawEntry records that SPIRE served an entry for the pod UID at seenAt.
+func (t *podTracker) sawEntry(uid types.UID, seenAt time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for uid := range uids {
-		if _, ok := t.entrySeen[uid]; !ok {
-			t.entrySeen[uid] = seenAt
+	if _, ok := t.entrySeen[uid]; !ok {
+		t.entrySeen[uid] = seenAt
+	}
+}
+
+// pending returns the live pods of the new template that are scheduled and whose entry SPIRE
+// has not been seen serving yet: the pods to look for in SPIRE.
+func (t *podTracker) pending() []types.UID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var uids []types.UID
+	for uid, p := range t.pods {
+		if _, seen := t.entrySeen[uid]; !seen && !p.gone && !p.scheduled.IsZero() && t.isNew(p) {
+			uids = append(uids, uid)
 		}
 	}
-	if t.oldTemplates == nil || len(uids) != want {
-		return false
-	}
+	return uids
+}
+
+// allNewSeen reports whether want live pods of the new template exist and SPIRE has been seen
+// serving an entry for each: then SPIRE is exact once it holds want entries in all.
+func (t *podTracker) allNewSeen(want int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	live := 0
 	for uid, p := range t.pods {
 		if p.gone || !t.isNew(p) {
 			continue
 		}
-		if !uids[uid] {
+		if _, seen := t.entrySeen[uid]; !seen {
 			return false
 		}
 		live++
@@ -123,8 +137,7 @@ func (t *podTracker) sawEntries(uids map[types.UID]bool, seenAt time.Time, want 
 }
 
 // latencies returns, for every pod of the new template, the time from the bench seeing it
-// scheduled to a listing first returning its entry, and how many new pods lack either time.
-// An entry listed before the bench's own informer saw the pod scheduled counts as zero.
+// scheduled to a query first returning its entry, and how many new pods lack either time.
 func (t *podTracker) latencies() (ds []time.Duration, unmeasured int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -137,7 +150,7 @@ func (t *podTracker) latencies() (ds []time.Duration, unmeasured int) {
 			unmeasured++
 			continue
 		}
-		ds = append(ds, max(seen.Sub(p.scheduled), 0))
+		ds = append(ds, seen.Sub(p.scheduled))
 	}
 	return ds, unmeasured
 }

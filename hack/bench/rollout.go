@@ -18,14 +18,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
-	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +47,11 @@ const (
 	// settleTime lets delayed work (batched status writes, the last syncs) finish before a
 	// measurement starts, and counts the writes that come after one ends.
 	settleTime = 3 * time.Second
+	// pollConcurrency is how many pods' entries are asked for at once.
+	pollConcurrency = 4
+	// minCountInterval spaces the counts of every entry at the end of a rollout, each of
+	// which costs SPIRE as much as a listing.
+	minCountInterval = 50 * time.Millisecond
 )
 
 // The rollout strategy users most often leave as it is: Kubernetes' defaults.
@@ -85,10 +90,10 @@ type rolloutResult struct {
 	// those in the settleTime after it.
 	writes, late entryWrites
 	flaps        int
-	// listings are the durations of the SPIRE listings that saw entries appear: an entry's
-	// first-seen time is when the listing that returned it returned, late by up to one.
-	listings []time.Duration
-	cpu      cpuSample
+	// rounds are the durations of the rounds of SPIRE queries that saw entries appear: an
+	// entry's first-seen time is late by up to one.
+	rounds []time.Duration
+	cpu    cpuSample
 	// postgresCPU is what the PostgreSQL cluster spent during the rollout, -1 on sqlite.
 	postgresCPU float64
 }
@@ -166,13 +171,13 @@ func benchRollout(ctx context.Context, cl *cluster, spec runSpec, o rolloutOptio
 	defer endMeasure()
 	converged := make(chan time.Time, 1)
 	type pollResult struct {
-		listings []time.Duration
-		err      error
+		rounds []time.Duration
+		err    error
 	}
 	polled := make(chan pollResult, 1)
 	go func() {
-		listings, err := r.pollEntries(measureCtx, tracker, o.n, o.poll, converged)
-		polled <- pollResult{listings, err}
+		rounds, err := r.pollEntries(measureCtx, tracker, o.n, o.poll, converged)
+		polled <- pollResult{rounds, err}
 	}()
 	flaps := make(chan int, 1)
 	go func() { flaps <- flapReady(measureCtx, cl, spec.name, tracker, o.flapsPerSecond) }()
@@ -203,7 +208,7 @@ func benchRollout(ctx context.Context, cl *cluster, spec runSpec, o rolloutOptio
 		res.postgresCPU = -1
 	}
 	p := <-polled // It returned right after sending the convergence time.
-	res.listings = p.listings
+	res.rounds = p.rounds
 	writesAt, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())
 	if err != nil {
 		return res, err
@@ -319,54 +324,73 @@ func waitDeploymentComplete(ctx context.Context, cl *cluster, namespace string, 
 	return nil
 }
 
-// pollEntries lists SPIRE's entries, selectors only, with pause between listings, feeding
-// the tracker, until they are exactly the new template's n pods' entries; it then sends the
-// time that listing returned on converged. It returns how long each listing took.
+// pollEntries looks for the entries of the tracker's pending pods in SPIRE, pod by pod as the
+// converge mode's steady state does, with pause between rounds, and, once every new pod's
+// entry has been seen, counts SPIRE's entries until they are exactly the new template's n; it
+// then sends the time that count returned on converged. It returns how long each round that
+// queried SPIRE took: an entry's first-seen time is late by up to one round.
+//
+// Queries by one pod's selector cost SPIRE little; listing every entry would cost it about
+// as much as the writes being measured once there are thousands.
 func (r *run) pollEntries(ctx context.Context, t *podTracker, n int, pause time.Duration, converged chan<- time.Time) ([]time.Duration, error) {
-	var listings []time.Duration
+	var rounds []time.Duration
+	var lastCount time.Time
 	for {
 		start := time.Now()
-		uids, err := r.listPodUIDs(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return listings, nil
+		if pending := t.pending(); len(pending) > 0 {
+			if err := r.lookForEntries(ctx, t, pending); err != nil {
+				if ctx.Err() != nil {
+					return rounds, nil
+				}
+				return rounds, err
 			}
-			return listings, err
-		}
-		now := time.Now()
-		listings = append(listings, now.Sub(start))
-		if t.sawEntries(uids, now, n) {
-			converged <- now
-			return listings, nil
+			rounds = append(rounds, time.Since(start))
+		} else if t.allNewSeen(n) && time.Since(lastCount) >= minCountInterval {
+			lastCount = time.Now()
+			count, err := r.countEntries(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return rounds, nil
+				}
+				return rounds, err
+			}
+			if count == n {
+				converged <- time.Now()
+				return rounds, nil
+			}
 		}
 		if err := sleep(ctx, pause); err != nil {
-			return listings, nil
+			return rounds, nil
 		}
 	}
 }
 
-// listPodUIDs returns the pod UIDs of SPIRE's entries, from a listing of selectors only.
-func (r *run) listPodUIDs(ctx context.Context) (map[types.UID]bool, error) {
-	uids := map[types.UID]bool{}
-	token := ""
-	for {
-		resp, err := r.raw.ListEntries(ctx, &entryv1.ListEntriesRequest{
-			PageSize: 10000, PageToken: token, OutputMask: &spiretypes.EntryMask{Selectors: true},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list entries: %w", err)
-		}
-		for _, e := range resp.GetEntries() {
-			for _, s := range e.GetSelectors() {
-				if uid, ok := strings.CutPrefix(s.GetValue(), podUIDSelector); ok && s.GetType() == "k8s" {
-					uids[types.UID(uid)] = true
+// lookForEntries asks SPIRE for each pod's entries, pollConcurrency at a time, and records
+// those it serves. It returns the first error.
+func (r *run) lookForEntries(ctx context.Context, t *podTracker, uids []types.UID) error {
+	var next atomic.Int64
+	errs := make([]error, pollConcurrency)
+	var wg sync.WaitGroup
+	for w := range min(pollConcurrency, len(uids)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(uids) {
+					return
+				}
+				n, err := r.entriesForPod(ctx, string(uids[i]))
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				if n > 0 {
+					t.sawEntry(uids[i], time.Now())
 				}
 			}
-		}
-		if token = resp.GetNextPageToken(); token == "" {
-			return uids, nil
-		}
+		})
 	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // flapReady sets the Ready condition of a random Running pod to False and back to True,

@@ -82,12 +82,12 @@ func rolloutRows(results []rolloutResult) []row {
 			return count(r.writes.createRPCs) + " / " + count(r.writes.updateRPCs) + " / " + count(r.writes.deleteRPCs)
 		})},
 		{fmt.Sprintf("SPIRE entry writes in the %v after convergence", settleTime), "entries", col(func(r rolloutResult) string { return count(r.late.total()) })},
-		{"SPIRE listings that saw entries appear", "listings", col(func(r rolloutResult) string { return strconv.Itoa(len(r.listings)) })},
-		{"listing duration p50 / max (first-seen is late by up to one)", "ms", col(func(r rolloutResult) string {
-			if len(r.listings) == 0 {
+		{"rounds of per-pod SPIRE queries", "rounds", col(func(r rolloutResult) string { return strconv.Itoa(len(r.rounds)) })},
+		{"query round p50 / max (an entry's first-seen is late by up to one)", "ms", col(func(r rolloutResult) string {
+			if len(r.rounds) == 0 {
 				return ""
 			}
-			p := percentiles(r.listings, 50, 100)
+			p := percentiles(r.rounds, 50, 100)
 			return ms(p[0]) + " / " + ms(p[1])
 		})},
 		{"Ready flaps (False and back) during the rollout", "pods", col(func(r rolloutResult) string { return strconv.Itoa(r.flaps) })},
@@ -116,11 +116,11 @@ func rolloutMarkdown(results []rolloutResult, o options, when time.Time) string 
 	fmt.Fprintf(&b, "## spire-registrar rollout bench, %s\n\n", when.Format(time.RFC3339))
 	fmt.Fprintf(&b, "%d CPUs (GOMAXPROCS %d), %s, %d controller workers, batching MaxBatch %d and Linger %v. "+
 		"Full world (kube-scheduler, kube-controller-manager, kwok); a Deployment of N replicas rolled out to a new template "+
-		"with maxSurge %s and maxUnavailable %s; kwok moves pods through its stages, %g Ready flaps a second on top; "+
-		"a fresh SPIRE server per column; SPIRE listed every %v to see entries appear. "+
+		"with maxSurge %s and maxUnavailable %s; kwok moves pods through its stages, Ready flaps asked for at %g a second on top; "+
+		"a fresh SPIRE server per column; the scheduled pods without an entry yet asked for in SPIRE by their selector, %d at a time, every %v. "+
 		"Entry writes come from spire-server's telemetry, from the template change to convergence.\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), o.workers, o.batching.MaxBatch, o.batching.Linger,
-		rolloutMaxSurge.String(), rolloutMaxUnavailable.String(), o.flapsPerSecond, o.poll)
+		rolloutMaxSurge.String(), rolloutMaxUnavailable.String(), o.flapsPerSecond, pollConcurrency, o.poll)
 	b.WriteString("| metric | unit |")
 	for _, r := range results {
 		fmt.Fprintf(&b, " %s |", rolloutColumn(r))
