@@ -41,11 +41,11 @@ build: ## Build the controller into _output/spire-registrar
 	$(GO) build -o _output/spire-registrar ./cmd/spire-registrar
 
 .PHONY: tools
-tools: ## Build real etcd, kube-apiserver, kubectl, spire-server into _output/bin (slow once)
+tools: ## Build the real binaries the tests use into ~/.cache/spire-registrar/bin (slow once per machine)
 	hack/build-tools.sh
 
 .PHONY: test
-test: ## Full test: build-tools, verify-codegen, go vet, go test -race (what CI runs)
+test: ## Full test: gofmt, tidy, codegen, vet, lint, packages, real binaries, go test -race, fuzz (what CI runs)
 	hack/test.sh
 
 .PHONY: test-unit
@@ -61,7 +61,7 @@ generate: ## Regenerate deepcopy, clientset, listers and informers
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Check generated code is current, gofmt, go vet
+verify: ## Static checks only: gofmt, go mod tidy, generated code, go vet, golangci-lint
 	hack/verify.sh
 
 .PHONY: run
@@ -69,5 +69,5 @@ run: ## Demo on local real components; or SPIRE_SOCKET=... KUBECONFIG=... for yo
 	hack/run-local.sh $(RUN_FLAGS)
 
 .PHONY: clean
-clean: ## Remove build output and local-up state (keeps the slow-to-build _output/bin)
+clean: ## Remove build output and local-up state (the real binaries stay in the per-user cache)
 	rm -rf _output/spire-registrar _output/tools _output/local-up _output/run _output/codegen _output/run-local.pid

@@ -4,11 +4,13 @@
 #
 # Runs spire-registrar so you can watch it work (`make run`).
 #
-# With no arguments (the local demo): builds the real etcd, kube-apiserver, kubectl and
-# spire-server from their pinned modules (first run only; that takes a while), starts them on
-# 127.0.0.1 with hack/local-up, applies a demo namespace, two Nodes, three pods and the
-# ClusterSPIFFEID in manifests/examples, starts the controller against them, shows the SPIRE
-# entries it creates, then follows the controller's log until Ctrl-C and stops everything.
+# With no arguments (the local demo): builds the real etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kwok and spire-server from their pinned modules (first run only; that
+# takes a while), starts them on 127.0.0.1 with hack/local-up (kwok plays the kubelet of two fake
+# nodes), starts the controller, creates a demo Deployment and the ClusterSPIFFEID in
+# manifests/examples, waits until its pods are Running and shows each with its SPIFFE ID, then
+# follows the controller's log until Ctrl-C and stops everything. --light runs only etcd and
+# kube-apiserver, with pods created bound to nodes that never run them.
 #
 # With --spire-socket (your own cluster): skips local-up and the demo objects and runs the
 # controller against your kubeconfig and SPIRE server socket, with a config generated from the
@@ -18,7 +20,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
 OUT=$ROOT/_output
-BIN=${SPIRE_REGISTRAR_TOOLS_BIN:-"$OUT/bin"}
+# Where hack/build-tools.sh caches the real binaries, per user and outside the clone.
+BIN=${SPIRE_REGISTRAR_TOOLS_BIN:-"${XDG_CACHE_HOME:-$HOME/.cache}/spire-registrar/bin"}
 KUBECTL=$BIN/kubectl
 SPIRE_SERVER=$BIN/spire-server
 CONTROLLER=$OUT/spire-registrar
@@ -28,9 +31,11 @@ usage() {
   cat <<EOF
 Usage: hack/run-local.sh [flags]
 
-With no flags, runs a self-contained demo: real etcd, kube-apiserver and spire-server on
-127.0.0.1 (state and logs in _output/local-up), demo objects from manifests/examples, and the
-controller. With --spire-socket, runs the controller against your own cluster instead.
+With no flags, runs a self-contained demo: a real control plane (etcd, kube-apiserver,
+kube-scheduler, kube-controller-manager, and kwok as the kubelet of fake nodes) and spire-server
+on 127.0.0.1 (state and logs in _output/local-up), a demo Deployment, the ClusterSPIFFEID of
+manifests/examples, and the controller. With --spire-socket, runs the controller against your
+own cluster instead.
 
 Flags:
   --spire-socket PATH   SPIRE server admin API socket; selects your-own-cluster mode
@@ -40,6 +45,9 @@ Flags:
   --cluster-domain D    cluster DNS domain (default: cluster.local)
   --config FILE         your own ControllerManagerConfig file instead of a generated one
                         (your-own-cluster mode only)
+  --light               local demo on etcd and kube-apiserver only: quicker to build and start,
+                        but nothing schedules or runs the pods
+  --replicas N          pods of the demo Deployment (local demo; default: 3)
   -v N                  controller log verbosity (default: 2)
   -h, --help            show this help
 
@@ -56,7 +64,7 @@ die() {
 header() { printf '\n==> %s\n' "$*"; }
 
 kubeconfig="" spire_socket="" trust_domain="" cluster_name="" cluster_domain="" user_config=""
-verbosity=2
+verbosity=2 light=false replicas=3
 while (($# > 0)); do
   case $1 in
     --spire-socket) spire_socket=${2:?--spire-socket needs a path}; shift 2 ;;
@@ -65,6 +73,8 @@ while (($# > 0)); do
     --cluster-name) cluster_name=${2:?--cluster-name needs a value}; shift 2 ;;
     --cluster-domain) cluster_domain=${2:?--cluster-domain needs a value}; shift 2 ;;
     --config) user_config=${2:?--config needs a path}; shift 2 ;;
+    --light) light=true; shift ;;
+    --replicas) replicas=${2:?--replicas needs a number}; shift 2 ;;
     -v) verbosity=${2:?-v needs a number}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
@@ -72,10 +82,12 @@ while (($# > 0)); do
 done
 
 [[ "$verbosity" =~ ^[0-9]+$ ]] || die "-v wants a number, got '$verbosity'"
+[[ "$replicas" =~ ^[1-9][0-9]*$ ]] || die "--replicas wants a positive number, got '$replicas'"
 
 mode=local
 if [[ -n "$spire_socket" ]]; then
   mode=cluster
+  ! $light || die "--light is for the local demo; your own cluster is what it is"
 elif [[ -n "$kubeconfig" ]]; then
   die "--kubeconfig needs --spire-socket too (the SPIRE server of that cluster); without both, the local demo runs"
 elif [[ -n "$user_config" ]]; then
@@ -295,32 +307,41 @@ run_local() {
   echo $$ >"$pidfile"
   PIDFILE=$pidfile
 
+  local world="etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and spire-server"
+  local tools="etcd kube-apiserver spire-server kube-scheduler kube-controller-manager kwok"
+  local light_flag=()
+  if $light; then
+    world="etcd, kube-apiserver and spire-server"
+    tools="etcd kube-apiserver spire-server"
+    light_flag=(--light)
+  fi
   say "spire-registrar local demo"
-  say "Runs real etcd, kube-apiserver and spire-server on 127.0.0.1, the controller against them,"
-  say "and a ClusterSPIFFEID selecting three demo pods. State and logs: $state"
+  say "Runs $world on 127.0.0.1, the controller against them, and a ClusterSPIFFEID selecting the"
+  say "pods of a demo workload. State and logs: $state"
 
-  header "1/6 Real binaries: etcd, kube-apiserver, kubectl, spire-server"
-  say "They are built from the Go modules pinned in hack/tools into _output/bin. The FIRST run"
-  say "builds them, which takes several minutes (about 25 on a 2-core machine); later runs reuse"
-  say "them at once."
+  header "1/5 Real binaries: $tools"
+  say "They are built from the Go modules pinned in hack/tools into $BIN. The FIRST run"
+  say "builds them, which takes a long while on a small machine; later runs, from any clone,"
+  say "reuse them at once."
   local start=$SECONDS
-  hack/build-tools.sh
+  # shellcheck disable=SC2086 # one word per tool
+  hack/build-tools.sh $tools
   say "run-local: real binaries ready ($((SECONDS - start))s)"
 
-  header "2/6 Building the controller and local-up"
+  header "2/5 Building the controller and local-up"
   build_controller
   start=$SECONDS
   say "run-local: go build -o _output/tools/local-up ./hack/local-up"
   go build -o "$LOCAL_UP" ./hack/local-up
   say "run-local: built local-up in $((SECONDS - start))s"
 
-  header "3/6 Starting etcd, kube-apiserver and spire-server on 127.0.0.1"
+  header "3/5 Starting $world on 127.0.0.1"
   local env_file=$state/env local_up_log=$state/local-up.log
   rm -f "$env_file"
   : >"$local_up_log"
-  say "run-local: _output/tools/local-up --state-dir $state --trust-domain $trust_domain (log: $local_up_log)"
+  say "run-local: _output/tools/local-up --state-dir $state --trust-domain $trust_domain ${light_flag[*]} (log: $local_up_log)"
   start=$SECONDS
-  $SETSID "$LOCAL_UP" --state-dir "$state" --trust-domain "$trust_domain" >>"$local_up_log" 2>&1 &
+  $SETSID "$LOCAL_UP" --state-dir "$state" --trust-domain "$trust_domain" "${light_flag[@]}" >>"$local_up_log" 2>&1 &
   LOCAL_UP_PID=$!
   while [[ ! -f "$env_file" ]]; do
     print_new_lines "$local_up_log"
@@ -341,65 +362,72 @@ run_local() {
   local kc=$KUBECONFIG socket=$SPIRE_SERVER_SOCKET
   say "run-local: up in $((SECONDS - start))s"
 
-  header "4/6 Applying the demo objects"
-  "$KUBECTL" --kubeconfig "$kc" apply -f manifests/examples/local-demo-workloads.yaml
-  "$KUBECTL" --kubeconfig "$kc" apply -f manifests/examples/clusterspiffeid.yaml
-
-  header "5/6 Starting the controller"
+  header "4/5 Starting the controller"
   local config=$state/config.yaml
   write_config "$config" "$socket"
   say "run-local: wrote $config (trustDomain $trust_domain, clusterName $cluster_name, socket $socket)"
   start_controller "$config" "$kc"
 
-  header "6/6 Waiting for the controller to create the SPIRE entries"
-  local want=3 have="" stats="" deadline=$((SECONDS + 60))
-  start=$SECONDS
-  while :; do
+  header "5/5 The demo workload, and the identities the controller gives its pods"
+  say "run-local: _output/tools/local-up demo --kubeconfig $kc --spire-socket $socket --replicas $replicas ${light_flag[*]}"
+  if ! "$LOCAL_UP" demo --kubeconfig "$kc" --spire-socket "$socket" --replicas "$replicas" "${light_flag[@]}"; then
     controller_alive || exit 1
-    have=$(entry_count "$socket" || true)
-    stats=$("$KUBECTL" --kubeconfig "$kc" get clusterspiffeid demo-web \
-      -o jsonpath='{.status.stats.entriesToSet}' 2>/dev/null || true)
-    if [[ "$have" == "$want" && "$stats" == "$want" ]]; then
-      break
-    fi
-    if ((SECONDS > deadline)); then
-      say "run-local: after 60s SPIRE holds ${have:-?} entries and the ClusterSPIFFEID's status says entriesToSet=${stats:-unset}; expected $want" >&2
-      say "run-local: the controller's log ($CONTROLLER_LOG):" >&2
-      tail -n 40 "$CONTROLLER_LOG" | sed 's/^/  | /' >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  say "run-local: $have entries after $((SECONDS - start))s"
+    say "run-local: the controller's log ($CONTROLLER_LOG):" >&2
+    tail -n 40 "$CONTROLLER_LOG" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+  controller_alive || exit 1
   say ""
   say "\$ spire-server entry show -socketPath $socket"
   "$SPIRE_SERVER" entry show -socketPath "$socket"
-  say "\$ kubectl get clusterspiffeids"
-  "$KUBECTL" --kubeconfig "$kc" get clusterspiffeids
-  say ""
-  say "\$ kubectl get pods -n demo -o wide"
-  "$KUBECTL" --kubeconfig "$kc" get pods -n demo -o wide
 
-  cat <<EOF
+  local kubectl_note=""
+  [[ -x "$KUBECTL" ]] || kubectl_note="
+  # kubectl is not built by default; build it once (minutes) with: hack/build-tools.sh kubectl"
+  if $light; then
+    cat <<EOF
 
 Everything is running. In another shell, poke at it:
 
   cd $ROOT
   source $env_file    # sets KUBECONFIG and SPIRE_SERVER_SOCKET
-  export PATH=$BIN:\$PATH
+  export PATH=$BIN:\$PATH$kubectl_note
 
   # Watch the entries (run it again after each change):
   spire-server entry show -socketPath \$SPIRE_SERVER_SOCKET
 
-  # A pod that stops matching loses its entry; a deleted pod too (--force because no kubelet
-  # runs here to finish a graceful delete: a plain delete leaves the pod Terminating, and its
-  # entry in place, for good):
+  # A pod that stops matching loses its entry; a deleted pod too (--force because in the light
+  # world no kubelet finishes a graceful delete):
   kubectl -n demo label pod web-2 app=db --overwrite
   kubectl -n demo delete pod web-3 --grace-period=0 --force
   kubectl get clusterspiffeids          # the status stats follow
 
-  # Put them back:
-  kubectl apply -f manifests/examples/local-demo-workloads.yaml
+  # An entry deleted behind the controller's back comes back within gcInterval (30s):
+  spire-server entry delete -socketPath \$SPIRE_SERVER_SOCKET -entryID <ID from entry show>
+
+Logs: $state (spire-registrar.log, local-up.log, kube-apiserver.log, etcd.log, spire/spire-server.log)
+EOF
+  else
+    cat <<EOF
+
+Everything is running. In another shell, poke at it:
+
+  cd $ROOT
+  source $env_file    # sets KUBECONFIG and SPIRE_SERVER_SOCKET
+  export PATH=$BIN:\$PATH$kubectl_note
+
+  # Watch the pods and their entries (run them again after each change):
+  kubectl -n demo get pods -o wide
+  spire-server entry show -socketPath \$SPIRE_SERVER_SOCKET
+
+  # Scale the Deployment: new pods are scheduled, run, and get entries; removed ones lose them:
+  kubectl -n demo scale deployment web --replicas=6
+
+  # Roll it out: every pod is replaced, and so is every entry:
+  kubectl -n demo rollout restart deployment web
+
+  # Delete a pod: kwok finishes the graceful delete, the entry goes, the ReplicaSet replaces it:
+  kubectl -n demo delete pod <name>
 
   # An entry deleted behind the controller's back comes back within gcInterval (30s):
   spire-server entry delete -socketPath \$SPIRE_SERVER_SOCKET -entryID <ID from entry show>
@@ -407,8 +435,9 @@ Everything is running. In another shell, poke at it:
   # Change the ClusterSPIFFEID and see every entry follow:
   kubectl edit clusterspiffeid demo-web
 
-Logs: $state (spire-registrar.log, local-up.log, kube-apiserver.log, etcd.log, spire/spire-server.log)
+Logs: $state (spire-registrar.log, local-up.log, and the component logs next to it)
 EOF
+  fi
   follow_controller_log
 }
 

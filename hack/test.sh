@@ -9,15 +9,16 @@
 #   4. go vet ./...;
 #   5. hack/verify-lint.sh: golangci-lint, pinned in hack/tools/lint, with .golangci.yml's
 #      linters (its first run builds it: a few minutes);
-#   6. hack/build-tools.sh: build the real etcd, kube-apiserver and spire-server from their
-#      pinned modules, so that on a cold machine the long build happens here and not inside go
+#   6. hack/install-deps.sh: Debian's postgresql package, if it is missing;
+#   7. hack/build-tools.sh: build every real binary the tests use from its pinned module into the
+#      per-user cache, so that on a cold machine the long build happens here and not inside go
 #      test's timeout (no test needs kubectl: manifests are rendered with kustomize's library);
-#   7. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
-#   8. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
+#   8. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
+#   9. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
 #      shallow crashes in new code; longer runs are `hack/fuzz.sh 10m`.
 # The static checks come first so that a formatting or lint slip fails in minutes, not after
 # the build. Each step's duration is printed. Needs Go, gcc (cgo, for -race and spire-server's
-# sqlite) and the Go module proxy; nothing else from the network and nothing on PATH besides go.
+# sqlite), the Go module proxy and, where PostgreSQL is missing, apt-get.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)

@@ -66,11 +66,13 @@ type cluster struct {
 	logf       realcluster.Logf
 }
 
-func startCluster(ctx context.Context, logf realcluster.Logf) (*cluster, error) {
+// startCluster starts the light world (etcd and kube-apiserver only), or with full the full
+// world, where kube-scheduler, kube-controller-manager and kwok make, place and run pods.
+func startCluster(ctx context.Context, logf realcluster.Logf, full bool) (*cluster, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{Logf: logf})
+	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{Logf: logf, Full: full})
 	if err != nil {
 		return nil, err
 	}
@@ -129,17 +131,37 @@ type run struct {
 	stopOnce sync.Once
 }
 
-// startRun starts a SPIRE server, creates the namespace, n/podsPerNode nodes and the
+// runSpec says what a run starts.
+type runSpec struct {
+	// name is the namespace, controller class and ClusterSPIFFEID name.
+	name string
+	// nodes is how many light-world Node objects to create for the run's own pods; the full
+	// world's kwok nodes are shared by every run and made by the caller.
+	nodes    int
+	workers  int
+	batching spire.BatchingOptions
+	// postgres, if set, keeps the fresh SPIRE server's datastore in a new database on it
+	// instead of sqlite.
+	postgres *realcluster.Postgres
+}
+
+// startRun starts a SPIRE server on sqlite, creates the namespace, n/podsPerNode nodes and the
 // ClusterSPIFFEID, and runs the controller with the given number of workers, writing through a
 // BatchingClient with the given options, until it is ready.
-func (c *cluster) startRun(ctx context.Context, name string, n, workers int, batching spire.BatchingOptions) (_ *run, err error) {
+func (c *cluster) startRun(ctx context.Context, name string, n, workers int, batching spire.BatchingOptions) (*run, error) {
+	return c.startRunSpec(ctx, runSpec{name: name, nodes: max(1, n/podsPerNode), workers: workers, batching: batching})
+}
+
+// startRunSpec starts the run the spec describes; see startRun.
+func (c *cluster) startRunSpec(ctx context.Context, spec runSpec) (_ *run, err error) {
+	name, workers, batching := spec.name, spec.workers, spec.batching
 	r := &run{c: c, name: name, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			r.stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if r.spire, err = realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Logf: c.logf}); err != nil {
+	if r.spire, err = realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Logf: c.logf, Postgres: spec.postgres}); err != nil {
 		return nil, err
 	}
 	if r.client, err = spire.Dial(ctx, r.spire.SocketPath()); err != nil {
@@ -162,7 +184,14 @@ func (c *cluster) startRun(ctx context.Context, name string, n, workers int, bat
 	if err := realcluster.EnsureNamespace(ctx, c.kubeClient, name); err != nil {
 		return nil, err
 	}
-	for i := range max(1, n/podsPerNode) {
+	if c.kube.Full() {
+		// The ServiceAccount admission plugin refuses pods until the namespace's default
+		// service account exists.
+		if err := realcluster.WaitServiceAccount(ctx, c.kubeClient, name, "default"); err != nil {
+			return nil, err
+		}
+	}
+	for i := range spec.nodes {
 		node, err := realcluster.CreateNode(ctx, c.kubeClient, fmt.Sprintf("%s-node-%03d", name, i))
 		if err != nil {
 			return nil, err

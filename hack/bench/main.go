@@ -18,13 +18,22 @@ limitations under the License.
 // spire-server started on loopback by pkg/testing/realcluster, with the entry controller
 // running in-process through pkg/app and writing through spire.BatchingClient.
 //
-// For each N it measures SPIRE's own write ceiling (a tight client creating and deleting N
+// The default mode, -mode converge, works in the light world (etcd and kube-apiserver only,
+// pods created directly). For each N it measures SPIRE's own write ceiling (a tight client creating and deleting N
 // entries in batches of 500), then the time from the first of N pod creates until SPIRE holds
 // an entry for every pod, on a fresh SPIRE server. At the largest N it also measures the
 // latency of single pod events in steady state and what the controller costs at rest. It
 // prints one markdown table and writes it, and a CSV, under -out.
 //
+// -mode rollout works in the full world (kube-scheduler, kube-controller-manager and kwok
+// too): for each N (500 unless -n says otherwise) and each datastore of -datastores, a fresh
+// SPIRE server on it, a Deployment of N replicas, and a rollout of a new template under pod
+// status churn. It reports the time until SPIRE holds exactly the new pods' entries, the pod
+// scheduled → entry latencies during the rollout, SPIRE's entry writes by kind from its
+// telemetry, and CPU.
+//
 //	go run ./hack/bench [-n 1000,5000] [-steady 200] [-idle 60s] [-out results/]
+//	go run ./hack/bench -mode rollout [-n 500] [-datastores sqlite,postgres] [-flaps 20]
 package main
 
 import (
@@ -48,6 +57,7 @@ import (
 
 // options are the command line flags.
 type options struct {
+	mode        string
 	sizes       []int
 	steady      int
 	idle        time.Duration
@@ -57,12 +67,32 @@ type options struct {
 	concurrency int
 	timeout     time.Duration
 	cpuProfile  string
+
+	// Rollout mode only:
+	datastores     []string
+	poll           time.Duration
+	flapsPerSecond float64
 }
+
+const (
+	modeConverge = "converge"
+	modeRollout  = "rollout"
+
+	datastoreSQLite   = "sqlite"
+	datastorePostgres = "postgres"
+
+	// defaultRolloutSize is the rollout mode's N when -n is not given.
+	defaultRolloutSize = 500
+)
 
 func main() {
 	klog.InitFlags(nil)
 	var o options
-	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server")
+	flag.StringVar(&o.mode, "mode", modeConverge, "converge: N pods created directly, light world; rollout: a Deployment of N replicas rolled out, full world")
+	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (rollout mode: replicas, default 500)")
+	datastores := flag.String("datastores", datastoreSQLite+","+datastorePostgres, "rollout mode: comma-separated SPIRE datastores to measure, each a column: sqlite, postgres")
+	flag.DurationVar(&o.poll, "poll", 5*time.Millisecond, "rollout mode: pause between the SPIRE listings that see entries appear")
+	flag.Float64Var(&o.flapsPerSecond, "flaps", 20, "rollout mode: Running pods whose Ready condition is set False and back per second; 0 leaves churn to kwok")
 	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time at the largest N to measure event latency; 0 skips")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window at the largest N over which SPIRE's ListEntries count and process CPU are measured; 0 skips")
 	flag.StringVar(&o.out, "out", "results", "directory the markdown table and CSV are written to")
@@ -75,8 +105,23 @@ func main() {
 	flag.Parse()
 
 	var err error
+	if o.mode == modeRollout && !flagSet("n") {
+		*sizes = strconv.Itoa(defaultRolloutSize)
+	}
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -n: %v\n", err)
+		os.Exit(2)
+	}
+	if o.datastores, err = parseDatastores(*datastores); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -datastores: %v\n", err)
+		os.Exit(2)
+	}
+	if o.mode != modeConverge && o.mode != modeRollout {
+		fmt.Fprintf(os.Stderr, "bench: -mode: %q is neither %s nor %s\n", o.mode, modeConverge, modeRollout)
+		os.Exit(2)
+	}
+	if o.poll <= 0 || o.flapsPerSecond < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -poll must be positive, -flaps not negative")
 		os.Exit(2)
 	}
 	if o.workers < 1 || o.concurrency < 1 || o.steady < 0 || o.idle < 0 {
@@ -86,7 +131,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runBench(ctx, o); err != nil {
+	run := runBench
+	if o.mode == modeRollout {
+		run = runRolloutBench
+	}
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		stop()
 		os.Exit(1)
@@ -105,6 +154,25 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
+func parseDatastores(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f != datastoreSQLite && f != datastorePostgres {
+			return nil, fmt.Errorf("%q is neither %s nor %s", f, datastoreSQLite, datastorePostgres)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// flagSet says whether the named flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // logf prints progress to stderr; stdout carries only the table.
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
@@ -116,7 +184,7 @@ func runBench(ctx context.Context, o options) error {
 		return fmt.Errorf("create output directory: %w", err)
 	}
 	logf("starting etcd and kube-apiserver")
-	cl, err := startCluster(ctx, logf)
+	cl, err := startCluster(ctx, logf, false)
 	if err != nil {
 		return err
 	}

@@ -123,23 +123,32 @@ func rawThroughput(ctx context.Context, n int, logf realcluster.Logf) (rawResult
 // scrapeCounter sums every series of the named counter in a Prometheus text exposition.
 // Series of other metrics sharing the name as a prefix (name_elapsed_time...) do not count.
 func scrapeCounter(ctx context.Context, url, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := scrape(ctx, url)
 	if err != nil {
 		return 0, err
 	}
+	return sumCounter(body, name)
+}
+
+// scrape returns a Prometheus text exposition.
+func scrape(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
+		return nil, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return sumCounter(body, name)
+	return body, nil
 }
 
 func sumCounter(exposition []byte, name string) (float64, error) {
@@ -253,17 +262,39 @@ const clockTicks = 100
 // and their share is where the time goes when the controller is far from SPIRE's ceiling.
 // It returns -1 when /proc cannot tell.
 func procCPU(match string) float64 {
+	return sumProcCPU(match, false)
+}
+
+// procTreeCPU is procCPU with the matching processes' descendants: PostgreSQL serves each
+// connection from a child process whose command line does not say which cluster it is of.
+func procTreeCPU(match string) float64 {
+	return sumProcCPU(match, true)
+}
+
+// procStat is what sumProcCPU reads of one process.
+type procStat struct {
+	ppid    int
+	cpu     float64
+	matches bool
+}
+
+func sumProcCPU(match string, descendants bool) float64 {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return -1
 	}
-	total, found := 0.0, false
+	procs := map[int]procStat{}
 	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), match) {
+		if err != nil {
+			continue
+		}
+		matches := strings.Contains(string(cmdline), match)
+		if !matches && !descendants {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
@@ -271,23 +302,48 @@ func procCPU(match string) float64 {
 			continue
 		}
 		// The command name, field 2, is parenthesised and may contain spaces: count
-		// fields from the last ')'. utime and stime are fields 14 and 15.
+		// fields from the last ')'. ppid is field 4, utime and stime are fields 14 and 15.
 		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 		if len(fields) < 13 {
 			continue
 		}
+		ppid, err0 := strconv.Atoi(fields[1])
 		utime, err1 := strconv.ParseUint(fields[11], 10, 64)
 		stime, err2 := strconv.ParseUint(fields[12], 10, 64)
-		if err1 != nil || err2 != nil {
+		if err0 != nil || err1 != nil || err2 != nil {
 			continue
 		}
-		total += float64(utime+stime) / clockTicks
-		found = true
+		procs[pid] = procStat{ppid: ppid, cpu: float64(utime+stime) / clockTicks, matches: matches}
+	}
+	total, found := 0.0, false
+	for pid, p := range procs {
+		if counts(procs, pid, descendants) {
+			total += p.cpu
+			found = true
+		}
 	}
 	if !found {
 		return -1
 	}
 	return total
+}
+
+// counts says whether a process matches or, with descendants, has an ancestor that does.
+func counts(procs map[int]procStat, pid int, descendants bool) bool {
+	for hops := 0; hops < 64; hops++ {
+		p, ok := procs[pid]
+		if !ok {
+			return false
+		}
+		if p.matches {
+			return true
+		}
+		if !descendants {
+			return false
+		}
+		pid = p.ppid
+	}
+	return false
 }
 
 // cpuSample is the CPU used so far by the bench process and each real component.

@@ -14,9 +14,19 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command local-up runs etcd, kube-apiserver and spire-server on 127.0.0.1,
-// built from the pinned modules, with the project's CRDs applied, until
-// interrupted. Usage: go run ./hack/local-up [--state-dir DIR] [--trust-domain TD] [--print-env]
+// Command local-up runs a Kubernetes control plane and spire-server on 127.0.0.1, built from
+// the pinned modules, with the project's CRDs applied, until interrupted. By default it is the
+// full world: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, and kwok playing
+// the kubelet of a few fake nodes, so that a Deployment's pods are scheduled and turn Running.
+// With --light only etcd and kube-apiserver run, and objects are only stored.
+//
+// Usage:
+//
+//	go run ./hack/local-up [--state-dir DIR] [--trust-domain TD] [--light] [--nodes N] [--print-env]
+//	go run ./hack/local-up demo --kubeconfig FILE --spire-socket PATH [--light] [--replicas N]
+//
+// The demo subcommand applies the demo workload to a running local-up and waits until every pod
+// has its SPIRE entry (see demo.go).
 package main
 
 import (
@@ -42,9 +52,14 @@ func main() {
 }
 
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "demo" {
+		return runDemo(os.Args[2:])
+	}
 	stateDir := flag.String("state-dir", "", "directory for data, logs and the kubeconfig (default <repo>/_output/local-up)")
 	trustDomain := flag.String("trust-domain", realcluster.DefaultTrustDomain, "SPIRE trust domain")
 	printEnv := flag.Bool("print-env", false, "print only the export lines on stdout (progress goes to stderr)")
+	light := flag.Bool("light", false, "run only etcd and kube-apiserver: no scheduler, controller-manager or kwok")
+	nodes := flag.Int("nodes", 2, "kwok nodes to create in the full world")
 	flag.Parse()
 
 	// With --print-env stdout carries nothing but the export lines.
@@ -74,19 +89,36 @@ func run() error {
 		return fmt.Errorf("clear old spire state: %w", err)
 	}
 
-	say("local-up: checking real binaries in _output/bin (built from pinned modules by hack/build-tools.sh)")
-	if _, err := realcluster.Binaries(ctx, say, realcluster.Etcd, realcluster.KubeAPIServer, realcluster.SPIREServer); err != nil {
+	bin, err := realcluster.BinDir()
+	if err != nil {
+		return err
+	}
+	binaries := []string{realcluster.Etcd, realcluster.KubeAPIServer, realcluster.SPIREServer}
+	world := "etcd and kube-apiserver"
+	if !*light {
+		binaries = append(binaries, realcluster.KubeScheduler, realcluster.KubeControllerManager, realcluster.Kwok)
+		world = "etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok"
+	}
+	say("local-up: checking real binaries in %s (built from pinned modules by hack/build-tools.sh)", bin)
+	if _, err := realcluster.Binaries(ctx, say, binaries...); err != nil {
 		return err
 	}
 
 	start := time.Now()
-	say("local-up: starting etcd and kube-apiserver in %s", dir)
-	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{Dir: dir, Logf: say})
+	say("local-up: starting %s in %s", world, dir)
+	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{Dir: dir, Logf: say, Full: !*light})
 	if err != nil {
 		return err
 	}
-	defer stopLogged(say, "etcd and kube-apiserver", kube.Stop)
-	say("local-up: kube-apiserver ready in %s", time.Since(start).Round(time.Millisecond))
+	defer stopLogged(say, world, kube.Stop)
+	say("local-up: %s ready in %s", world, time.Since(start).Round(time.Millisecond))
+	var nodeNames []string
+	if !*light {
+		if nodeNames, err = createKwokNodes(ctx, kube, *nodes); err != nil {
+			return err
+		}
+		say("local-up: %d kwok nodes Ready: %v", len(nodeNames), nodeNames)
+	}
 
 	start = time.Now()
 	spire, err := realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Dir: spireDir, TrustDomain: *trustDomain, Logf: say})
@@ -117,7 +149,11 @@ func run() error {
 	}
 
 	say("")
-	say("local-up: everything is up on 127.0.0.1 (no kubelet, scheduler or controller-manager: objects are only stored)")
+	if *light {
+		say("local-up: everything is up on 127.0.0.1 (no kubelet, scheduler or controller-manager: objects are only stored)")
+	} else {
+		say("local-up: everything is up on 127.0.0.1 (kwok plays the kubelet of nodes %v: pods are scheduled and run)", nodeNames)
+	}
 	say("  kubeconfig:          %s", kube.Kubeconfig())
 	say("  kube-apiserver:      %s (user %s, group system:masters)", kube.Host(), realcluster.AdminUser)
 	say("  SPIRE socket:        %s", spire.SocketPath())
@@ -128,14 +164,12 @@ func run() error {
 	say("")
 	say("In another shell:")
 	say("  export KUBECONFIG=%s", kube.Kubeconfig())
-	if bin, err := realcluster.BinDir(); err == nil {
-		kubectl, note := filepath.Join(bin, realcluster.Kubectl), ""
-		if _, err := os.Stat(kubectl); err != nil {
-			note = "   # build it first: hack/build-tools.sh kubectl"
-		}
-		say("  %s get nodes%s", kubectl, note)
-		say("  %s entry show -socketPath %s", filepath.Join(bin, realcluster.SPIREServer), spire.SocketPath())
+	kubectl, note := filepath.Join(bin, realcluster.Kubectl), ""
+	if _, err := os.Stat(kubectl); err != nil {
+		note = "   # build it first: hack/build-tools.sh kubectl"
 	}
+	say("  %s get nodes%s", kubectl, note)
+	say("  %s entry show -socketPath %s", filepath.Join(bin, realcluster.SPIREServer), spire.SocketPath())
 	say("")
 	if *printEnv {
 		fmt.Print(env)
@@ -145,6 +179,29 @@ func run() error {
 	<-ctx.Done()
 	say("\nlocal-up: stopping")
 	return nil
+}
+
+// createKwokNodes creates n nodes that kwok runs pods on, and waits until the scheduler will
+// place pods on them.
+func createKwokNodes(ctx context.Context, kube *realcluster.Kube, n int) ([]string, error) {
+	client, err := kube.Client()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("kwok-node-%d", i)
+		if _, err := realcluster.CreateKwokNode(ctx, client, name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if err := realcluster.WaitNodeReady(ctx, client, name); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
 }
 
 // stopLogged runs a deferred Stop and reports its error.

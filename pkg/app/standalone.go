@@ -32,6 +32,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/webhook"
 )
 
 // RunStandalone is the whole life of the spire-registrar binary: load the config, set up
@@ -137,8 +138,7 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 			logger.Info("Static mode: the manifests of staticManifestPath are the declared state; no Kubernetes API is used")
 			return RunStatic(ctx, cc, opts.Workers, health)
 		}
-		logWebhookState(logger, cfg)
-		return runInCluster(ctx, opts, cc, health)
+		return runInCluster(ctx, opts, cc, spireClient.Authority(), health)
 	})
 }
 
@@ -149,19 +149,11 @@ func logUnused(logger klog.Logger, cfg *config.Config) {
 	}
 }
 
-// logWebhookState says once that the admission webhook the config names is not served: as in
-// spire-controller-manager, ENABLE_WEBHOOKS=false turns it off, and then nothing is said.
-func logWebhookState(logger klog.Logger, cfg *config.Config) {
-	if cfg.ValidatingWebhookConfigurationName == "" || os.Getenv("ENABLE_WEBHOOKS") == "false" {
-		return
-	}
-	logger.Info("Warning: the admission webhook is not served yet; set ENABLE_WEBHOOKS=false, or set the ValidatingWebhookConfiguration's failurePolicy to Ignore, or writes of ClusterSPIFFEIDs and ClusterFederatedTrustDomains fail",
-		"validatingWebhookConfigurationName", cfg.ValidatingWebhookConfigurationName, "port", cfg.Webhook.Port)
-}
-
-// runInCluster runs the controllers on a Kubernetes API, under leader election when asked.
-// cc carries the config and the SPIRE client; the clients and informers are added here.
-func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, health *Health) error {
+// runInCluster runs the controllers on a Kubernetes API, under leader election when asked, and
+// the admission webhook on every replica when the config names one. cc carries the config and
+// the SPIRE client; the clients and informers are added here. minter is SPIRE's SVID API, for
+// the webhook's certificate.
+func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, minter webhook.Minter, health *Health) error {
 	cfg := cc.Config
 	// With neither flag set this falls back to the in-cluster config.
 	restConfig, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Kubeconfig)
@@ -181,21 +173,27 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, heal
 		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
 	}
 
-	runControllers := func(ctx context.Context) error {
-		// Informers start with leadership, as in kube-controller-manager: a standby holds no caches.
-		cc := cc
-		cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
-		cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+	if WebhooksEnabled(cfg) {
+		ctx, cancel := context.WithCancel(ctx)
+		webhookDone, err := startWebhook(ctx, cfg, kubeClient, minter)
+		if err != nil {
+			cancel()
+			return err
+		}
+		defer func() {
+			cancel()
+			<-webhookDone
+		}()
+	} else if cfg.ValidatingWebhookConfigurationName != "" {
+		klog.FromContext(ctx).Info("ENABLE_WEBHOOKS=false: the admission webhook is not served",
+			"validatingWebhookConfigurationName", cfg.ValidatingWebhookConfigurationName)
+	}
+
+	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)
 	}
-	if !cfg.LeaderElection.Enabled {
-		return runControllers(ctx)
-	}
-	var runErr error
-	if err := RunWithLeaderElection(ctx, kubeClient, cfg.LeaderElection, health, func(ctx context.Context) {
-		runErr = runControllers(ctx)
-	}); err != nil {
-		return err
-	}
-	return runErr
+	// Standbys keep their informers warm; only the leader runs the controllers.
+	return runWarmStandby(ctx, cc, opts.Workers, health)
 }

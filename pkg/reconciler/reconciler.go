@@ -28,6 +28,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -348,7 +349,7 @@ func reconcile(declared []*render.DeclaredEntry, current []*spiretypes.Entry, un
 		existing[k] = e
 	}
 
-	for _, k := range sortedKeys(winners) {
+	for _, k := range slices.Sorted(maps.Keys(winners)) {
 		d := winners[k]
 		e, ok := existing[k]
 		if !ok {
@@ -362,7 +363,7 @@ func reconcile(declared []*render.DeclaredEntry, current []*spiretypes.Entry, un
 			p.InSync = append(p.InSync, d)
 		}
 	}
-	for _, k := range sortedKeys(existing) {
+	for _, k := range slices.Sorted(maps.Keys(existing)) {
 		p.ToDelete = append(p.ToDelete, existing[k])
 	}
 
@@ -407,15 +408,6 @@ func sortedOldestFirst(entries []*spiretypes.Entry) []*spiretypes.Entry {
 		return cmp.Or(cmp.Compare(a.GetCreatedAt(), b.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
 	})
 	return out
-}
-
-func sortedKeys[V any](m map[render.Key]V) []render.Key {
-	keys := make([]render.Key, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func sortDeclared(ds []*render.DeclaredEntry) {

@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -37,16 +39,21 @@ func encodeCABundle(authorities []*x509.Certificate) []byte {
 }
 
 // certificateDNSNames are the names the serving certificate must carry: <service>.<namespace>.svc
-// of every webhook that calls a Service, and the extra names given, sorted and without repeats.
-// Webhooks that call a URL add none: their host is one of the extra names.
+// of every webhook that calls a Service, the host name of every webhook called by URL (as when
+// running outside the cluster; an IP address cannot go into an X509-SVID), and the extra names
+// given, sorted and without repeats.
 func certificateDNSNames(config *admissionregistrationv1.ValidatingWebhookConfiguration, extra []string) []string {
 	names := slices.Clone(extra)
 	for _, hook := range config.Webhooks {
-		svc := hook.ClientConfig.Service
-		if svc == nil || svc.Name == "" || svc.Namespace == "" {
+		if svc := hook.ClientConfig.Service; svc != nil && svc.Name != "" && svc.Namespace != "" {
+			names = append(names, svc.Name+"."+svc.Namespace+".svc")
+		}
+		if hook.ClientConfig.URL == nil {
 			continue
 		}
-		names = append(names, svc.Name+"."+svc.Namespace+".svc")
+		if u, err := url.Parse(*hook.ClientConfig.URL); err == nil && u.Hostname() != "" && net.ParseIP(u.Hostname()) == nil {
+			names = append(names, u.Hostname())
+		}
 	}
 	slices.Sort(names)
 	return slices.Compact(names)

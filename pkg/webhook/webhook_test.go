@@ -67,10 +67,11 @@ func TestCertificateDNSNames(t *testing.T) {
 		{Name: "b", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "spire", Name: "web"}}},
 		{Name: "a", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "spire", Name: "web"}}},
 		{Name: "c", ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "other", Name: "hook"}}},
-		{Name: "url", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: new("https://127.0.0.1:9443/x")}},
+		{Name: "ip", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: new("https://127.0.0.1:9443/x")}},
+		{Name: "url", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: new("https://webhook.example:9443/x")}},
 	}}
-	want := []string{"hook.other.svc", "localhost", "web.spire.svc"}
-	if diff := cmp.Diff(want, certificateDNSNames(config, []string{"localhost", "web.spire.svc"})); diff != "" {
+	want := []string{"extra.example", "hook.other.svc", "web.spire.svc", "webhook.example"}
+	if diff := cmp.Diff(want, certificateDNSNames(config, []string{"extra.example", "web.spire.svc"})); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
 }

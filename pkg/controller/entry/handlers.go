@@ -32,6 +32,7 @@ import (
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -126,17 +127,8 @@ func indexPodByNodeName(obj any) ([]string, error) {
 	return []string{pod.Spec.NodeName}, nil
 }
 
-// unwrap returns the object of an event, including the last known state of a deleted one.
-func unwrap[T any](obj any) (T, bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	t, ok := obj.(T)
-	return t, ok
-}
-
 func (c *Controller) enqueuePod(obj any) {
-	if pod, ok := unwrap[*corev1.Pod](obj); ok {
+	if pod, ok := runner.Unwrap[*corev1.Pod](obj); ok {
 		c.podQueue.Add(pod.UID)
 	}
 }
@@ -159,7 +151,7 @@ func (c *Controller) onPodUpdate(oldObj, newObj any) {
 }
 
 func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
-	ns, ok := unwrap[*corev1.Namespace](obj)
+	ns, ok := runner.Unwrap[*corev1.Namespace](obj)
 	if !ok {
 		return
 	}
@@ -183,7 +175,7 @@ func (c *Controller) onNamespaceUpdate(logger klog.Logger) func(oldObj, newObj a
 }
 
 func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
-	node, ok := unwrap[*corev1.Node](obj)
+	node, ok := runner.Unwrap[*corev1.Node](obj)
 	if !ok {
 		return
 	}
@@ -216,7 +208,7 @@ func (c *Controller) enqueuePodObjects(objs []any) {
 }
 
 func (c *Controller) enqueueClusterSPIFFEID(obj any) {
-	if clusterSPIFFEID, ok := unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+	if clusterSPIFFEID, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
 		c.clusterSPIFFEIDQueue.Add(clusterSPIFFEID.Name)
 		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
 	}
@@ -241,7 +233,7 @@ func (c *Controller) enqueuePodUIDs(uids []types.UID) {
 }
 
 func (c *Controller) enqueueClusterStaticEntry(obj any) {
-	if cse, ok := unwrap[*spirev1alpha1.ClusterStaticEntry](obj); ok {
+	if cse, ok := runner.Unwrap[*spirev1alpha1.ClusterStaticEntry](obj); ok {
 		c.clusterStaticEntryQueue.Add(cse.Name)
 	}
 }
@@ -257,7 +249,7 @@ func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 
 // enqueueSlicePods resyncs the pods a slice targets: their service DNS names may change.
 func (c *Controller) enqueueSlicePods(obj any) {
-	slice, ok := unwrap[*discoveryv1.EndpointSlice](obj)
+	slice, ok := runner.Unwrap[*discoveryv1.EndpointSlice](obj)
 	if !ok {
 		return
 	}

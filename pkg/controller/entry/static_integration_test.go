@@ -71,7 +71,10 @@ func TestClusterStaticEntries(t *testing.T) {
 		t.Errorf("entry = %+v", got)
 	}
 
-	// A younger resource declaring the same entry is masked and writes nothing.
+	// A younger resource declaring the same entry is masked and writes nothing. Creation times
+	// have 1-second resolution and equal ones are ordered by UID, as in spire-controller-manager:
+	// let a second pass so that the twin is younger for sure.
+	time.Sleep(time.Until(db.CreationTimestamp.Add(1100 * time.Millisecond)))
 	twin := e.staticEntry("db-twin", spirev1alpha1.ClusterStaticEntrySpec{
 		SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:999"},
 	})

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -95,7 +96,7 @@ func clusterSPIFFEIDReadyCondition(compiled *render.ClusterSPIFFEID, stats spire
 	switch {
 	case compiled.Err != nil:
 		c.Reason = spirev1alpha1.ReasonInvalidSpec
-		c.Message = "No entry can be rendered: " + truncate(compiled.Err.Error(), 1024)
+		c.Message = "No entry can be rendered: " + runner.Truncate(compiled.Err.Error(), 1024)
 	case failures > 0:
 		c.Reason = spirev1alpha1.ReasonRenderFailed
 		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
@@ -186,11 +187,11 @@ func (o clusterStaticEntryOutcome) readyCondition(generation int64) metav1.Condi
 	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	switch {
 	case !o.rendered:
-		c.Reason, c.Message = spirev1alpha1.ReasonInvalidSpec, "The entry is not written: "+truncate(errString(o.err), 1024)
+		c.Reason, c.Message = spirev1alpha1.ReasonInvalidSpec, "The entry is not written: "+runner.Truncate(errString(o.err), 1024)
 	case o.masked:
 		c.Reason, c.Message = spirev1alpha1.ReasonMasked, "An older resource declares the same entry (SPIFFE ID, parent ID and selectors); it is the one written"
 	case !o.set:
-		c.Reason, c.Message = spirev1alpha1.ReasonWriteFailed, "SPIRE did not take the entry: "+truncate(errString(o.err), 1024)
+		c.Reason, c.Message = spirev1alpha1.ReasonWriteFailed, "SPIRE did not take the entry: "+runner.Truncate(errString(o.err), 1024)
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, spirev1alpha1.ReasonEntrySet, "SPIRE holds the entry as declared"
 	}

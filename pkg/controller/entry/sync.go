@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
@@ -179,7 +179,7 @@ func (c *Controller) reportRenderFailure(name string, pod *corev1.Pod, err error
 		return
 	}
 	c.events.Recorder.Eventf(clusterSPIFFEID, corev1.EventTypeWarning, spirev1alpha1.ReasonRenderFailed,
-		"Cannot render entry for pod %s/%s: %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
+		"Cannot render entry for pod %s/%s: %s", pod.Namespace, pod.Name, runner.Truncate(err.Error(), 512))
 }
 
 // reportWriteFailures tells each ClusterSPIFFEID whose entry for the pod SPIRE did not take.
@@ -191,16 +191,9 @@ func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*render.Dec
 		}
 		if clusterSPIFFEID, getErr := c.clusterSPIFFEIDLister.Get(d.Declarer.Name); getErr == nil {
 			c.events.Recorder.Eventf(clusterSPIFFEID, corev1.EventTypeWarning, spirev1alpha1.ReasonWriteFailed,
-				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, truncate(err.Error(), 512))
+				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, runner.Truncate(err.Error(), 512))
 		}
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it

@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package spire115 holds end-to-end tests of what is new in SPIRE 1.15, the server the
-// official Helm chart runs.
-package spire115
+// Package spireversions holds end-to-end tests of how spire-registrar meets SPIRE versions: what
+// is new in 1.15, the server the official Helm chart runs, and an older 1.13 server.
+package spireversions
 
 import (
 	"context"
@@ -50,35 +50,7 @@ func TestUpdatesKeepAdditionalAttributes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-apiVersion: spire.spiffe.io/v1alpha1
-kind: ControllerManagerConfig
-trustDomain: %s
-clusterName: test
-spireServerSocketPath: %s
-gcInterval: 2s
-`, stack.SPIRE.TrustDomain(), stack.SPIRE.SocketPath()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	kubeInformers, spireInformers := app.NewInformerFactories(stack.Client, stack.SpireAPI)
-	runCtx, stop := context.WithCancel(ctx)
-	runErr := make(chan error, 1)
-	go func() {
-		runErr <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: stack.Client, SpireAPIClient: stack.SpireAPI,
-			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: client}, 2, nil)
-	}()
-	defer func() {
-		stop()
-		if err := <-runErr; err != nil {
-			t.Errorf("app.Run: %v", err)
-		}
-	}()
+	runController(ctx, t, stack)
 
 	td := stack.SPIRE.TrustDomain()
 	cse := &spirev1alpha1.ClusterStaticEntry{
@@ -93,13 +65,7 @@ gcInterval: 2s
 	if _, err := stack.SpireAPI.SpireV1alpha1().ClusterStaticEntries().Create(ctx, cse, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// SPIRE's own API, without output masks, is the oracle.
-	conn, err := grpc.NewClient("unix://"+stack.SPIRE.SocketPath(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	entries := entryv1.NewEntryClient(conn)
+	entries := entryClient(t, stack.SPIRE.SocketPath())
 	entry := waitForEntry(ctx, t, entries, func(e *types.Entry) bool { return e.GetHint() == "first" })
 
 	// The operator sets an attribute spire-registrar knows nothing of.
@@ -130,6 +96,52 @@ gcInterval: 2s
 	if !attrs.GetDisableX509SvidPrefetch() || !attrs.GetJwtSvidIncludeJti() {
 		t.Errorf("additional_attributes after spire-registrar's update: %v, want both set", attrs)
 	}
+}
+
+// runController runs spire-registrar's controllers in-process, as the binary does, with a 2s
+// gcInterval, until the test ends.
+func runController(ctx context.Context, t *testing.T, stack *realcluster.Stack) {
+	t.Helper()
+	cfg, err := config.Parse(fmt.Appendf(nil, `
+apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+trustDomain: %s
+clusterName: test
+spireServerSocketPath: %s
+gcInterval: 2s
+`, stack.SPIRE.TrustDomain(), stack.SPIRE.SocketPath()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := spire.Dial(ctx, cfg.SPIREServerSocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeInformers, spireInformers := app.NewInformerFactories(stack.Client, stack.SpireAPI)
+	runCtx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: stack.Client, SpireAPIClient: stack.SpireAPI,
+			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: client}, 2, nil)
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-runErr; err != nil {
+			t.Errorf("app.Run: %v", err)
+		}
+		_ = client.Close()
+	})
+}
+
+// entryClient is SPIRE's own entry API, without output masks: the oracle.
+func entryClient(t *testing.T, socket string) entryv1.EntryClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return entryv1.NewEntryClient(conn)
 }
 
 // waitForEntry polls SPIRE's entries until exactly one is there and matches.
