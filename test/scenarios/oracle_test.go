@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	corev1 "k8s.io/api/core/v1"
@@ -208,7 +209,7 @@ func (w *world) diffSPIRE(ctx context.Context) (string, []entry, error) {
 	for _, e := range list {
 		got = append(got, fromAPI(e))
 	}
-	return cmp.Diff(want, sortEntries(got)), want, nil
+	return cmp.Diff(want, sortEntries(got), cmpopts.EquateEmpty()), want, nil
 }
 
 // waitExact waits until SPIRE holds exactly one entry for each pod that declares one, with
@@ -246,7 +247,7 @@ func (w *world) waitExact(t *testing.T, what string) (time.Duration, []entry) {
 	for _, e := range shown {
 		got = append(got, fromCLI(e))
 	}
-	if diff := cmp.Diff(want, sortEntries(got)); diff != "" {
+	if diff := cmp.Diff(want, sortEntries(got), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("%s: spire-server entry show disagrees with the pods (-want +got):\n%s", what, diff)
 	}
 	return waited, want
