@@ -160,13 +160,15 @@ func (w *world) expectedEntries(ctx context.Context) ([]entry, error) {
 			if !podDeclaresEntry(pod) {
 				continue
 			}
-			parent := "(node " + pod.Spec.NodeName + " is gone)"
-			if uid, ok := nodeUIDs[pod.Spec.NodeName]; ok {
-				parent = fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, clusterName, uid)
+			// A pod whose node is gone has no agent to be issued to: it declares nothing
+			// while it waits for the pod garbage collector, as with spire-controller-manager.
+			nodeUID, ok := nodeUIDs[pod.Spec.NodeName]
+			if !ok {
+				continue
 			}
 			e := entry{
 				SPIFFEID:  fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, pod.Spec.ServiceAccountName),
-				ParentID:  parent,
+				ParentID:  fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, clusterName, nodeUID),
 				Selectors: []string{podUIDSelector + string(pod.UID)},
 			}
 			if services := servicesOf[pod.Name]; len(services) > 0 {
