@@ -33,6 +33,7 @@ const jobPods = 50
 // TestJobCompletes runs a Job of 50 pods to completion: once they have Succeeded their
 // entries are gone, though the pods remain.
 func TestJobCompletes(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "job", false)
 	p, stopProbe := s.startProbe()
 	labels := map[string]string{"app": "batch"}

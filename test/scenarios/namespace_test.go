@@ -28,6 +28,7 @@ const namespacePods = 100
 // TestNamespaceDeleted deletes a namespace with 100 running pods in it: kube-controller-manager
 // deletes the pods, kwok finishes their graceful deletes, and all their entries go.
 func TestNamespaceDeleted(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "doomed", false)
 	start := time.Now()
 	s.createDeployment(s.deployment("web", namespacePods))

@@ -31,19 +31,27 @@ const nodePods = 40
 // TestNodeDeleted deletes a node with pods on it. Their entries go at once: no agent is
 // left to serve them. kube-controller-manager's pod garbage collector deletes the pods once
 // the node has been gone for its quarantine (40 s, checked every 20 s), and their
-// replacements on the other nodes get entries.
+// replacements on the other nodes get entries. It runs in the background of the other
+// scenarios: most of it is the garbage collector's wait.
 func TestNodeDeleted(t *testing.T) {
-	s := newScenario(t, "node", false)
+	t.Parallel()
+	s := newBackgroundScenario(t, "node", false)
 	ctx := t.Context()
+	// Only this scenario's pods may run on the node it deletes.
 	const doomed = "kwok-doomed"
-	if _, err := realcluster.CreateKwokNode(ctx, s.client, doomed); err != nil {
+	taint := corev1.Taint{Key: "scenarios.example.org/doomed", Effect: corev1.TaintEffectNoSchedule}
+	_, err := realcluster.CreateKwokNode(ctx, s.client, doomed, func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, taint) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := realcluster.WaitNodeReady(ctx, s.client, doomed); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	s.createDeployment(s.deployment("web", nodePods))
+	d := s.deployment("web", nodePods)
+	d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations,
+		corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: taint.Effect})
+	s.createDeployment(d)
 	pods := s.waitRunning("app=web", nodePods)
 	s.logExact("the Deployment was created", start)
 	onDoomed := map[string]bool{}

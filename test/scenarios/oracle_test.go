@@ -124,9 +124,9 @@ func serviceDNSNames(services []string, ns string) []string {
 	return slices.Compact(names)
 }
 
-// expectedEntries is what SPIRE must hold: one entry for each pod that declares one in each
-// namespace a scenario runs in, rendered from the scenarios' ClusterSPIFFEID by hand.
-func (w *world) expectedEntries(ctx context.Context) ([]entry, error) {
+// expectedEntries is what SPIRE must hold for a scenario's namespace: one entry for each
+// pod there that declares one, rendered from the scenario's ClusterSPIFFEID by hand.
+func (w *world) expectedEntries(ctx context.Context, ns string, dns bool) ([]entry, error) {
 	nodes, err := w.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -135,50 +135,71 @@ func (w *world) expectedEntries(ctx context.Context) ([]entry, error) {
 	for _, n := range nodes.Items {
 		nodeUIDs[n.Name] = string(n.UID)
 	}
-	var want []entry
-	for ns, dns := range w.activeNamespaces() {
-		pods, err := w.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := w.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	servicesOf := map[string][]string{} // pod name → Services whose slices target it
+	if dns {
+		slicesList, err := w.client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}
-		servicesOf := map[string][]string{} // pod name → Services whose slices target it
-		if dns {
-			slicesList, err := w.client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, s := range slicesList.Items {
-				for _, ep := range s.Endpoints {
-					if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
-						servicesOf[ep.TargetRef.Name] = append(servicesOf[ep.TargetRef.Name], s.Labels[discoveryv1.LabelServiceName])
-					}
+		for _, s := range slicesList.Items {
+			for _, ep := range s.Endpoints {
+				if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" {
+					servicesOf[ep.TargetRef.Name] = append(servicesOf[ep.TargetRef.Name], s.Labels[discoveryv1.LabelServiceName])
 				}
 			}
 		}
-		for i := range pods.Items {
-			pod := &pods.Items[i]
-			if !podDeclaresEntry(pod) {
-				continue
-			}
-			// A pod whose node is gone has no agent to be issued to: it declares nothing
-			// while it waits for the pod garbage collector, as with spire-controller-manager.
-			nodeUID, ok := nodeUIDs[pod.Spec.NodeName]
-			if !ok {
-				continue
-			}
-			e := entry{
-				SPIFFEID:  fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, pod.Spec.ServiceAccountName),
-				ParentID:  fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, clusterName, nodeUID),
-				Selectors: []string{podUIDSelector + string(pod.UID)},
-			}
-			if services := servicesOf[pod.Name]; len(services) > 0 {
-				slices.Sort(services)
-				e.DNSNames = serviceDNSNames(slices.Compact(services), ns)
-			}
-			want = append(want, e)
+	}
+	var want []entry
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !podDeclaresEntry(pod) {
+			continue
 		}
+		// A pod whose node is gone has no agent to be issued to: it declares nothing
+		// while it waits for the pod garbage collector, as with spire-controller-manager.
+		nodeUID, ok := nodeUIDs[pod.Spec.NodeName]
+		if !ok {
+			continue
+		}
+		e := entry{
+			SPIFFEID:  fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", trustDomain, ns, pod.Spec.ServiceAccountName),
+			ParentID:  fmt.Sprintf("spiffe://%s/spire/agent/k8s_psat/%s/%s", trustDomain, clusterName, nodeUID),
+			Selectors: []string{podUIDSelector + string(pod.UID)},
+		}
+		if services := servicesOf[pod.Name]; len(services) > 0 {
+			slices.Sort(services)
+			e.DNSNames = serviceDNSNames(slices.Compact(services), ns)
+		}
+		want = append(want, e)
 	}
 	return sortEntries(want), nil
+}
+
+// namespacePrefix is how every SPIFFE ID of a scenario's namespace begins.
+func namespacePrefix(ns string) string { return fmt.Sprintf("spiffe://%s/ns/%s/", trustDomain, ns) }
+
+// ofNamespace picks the entries of a scenario's namespace and those of no scenario at all,
+// which nothing may leave behind.
+func ofNamespace(all []entry, ns string, active map[string]bool) []entry {
+	var picked []entry
+	for _, e := range all {
+		if strings.HasPrefix(e.SPIFFEID, namespacePrefix(ns)) {
+			picked = append(picked, e)
+			continue
+		}
+		stray := true
+		for other := range active {
+			stray = stray && !strings.HasPrefix(e.SPIFFEID, namespacePrefix(other))
+		}
+		if stray {
+			picked = append(picked, e)
+		}
+	}
+	return sortEntries(picked)
 }
 
 // spireEntries lists every entry through SPIRE's API.
@@ -197,9 +218,11 @@ func (w *world) spireEntries(ctx context.Context) ([]*types.Entry, error) {
 	}
 }
 
-// diffSPIRE compares what SPIRE holds, through its API, with what the pods declare.
-func (w *world) diffSPIRE(ctx context.Context) (string, []entry, error) {
-	want, err := w.expectedEntries(ctx)
+// diffSPIRE compares the entries SPIRE holds, through its API, for a scenario's namespace
+// and for no scenario's with what the namespace's pods declare.
+func (w *world) diffSPIRE(ctx context.Context, ns string) (string, []entry, error) {
+	active := w.activeNamespaces()
+	want, err := w.expectedEntries(ctx, ns, active[ns])
 	if err != nil {
 		return "", nil, err
 	}
@@ -207,17 +230,17 @@ func (w *world) diffSPIRE(ctx context.Context) (string, []entry, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	got := make([]entry, 0, len(list))
+	all := make([]entry, 0, len(list))
 	for _, e := range list {
-		got = append(got, fromAPI(e))
+		all = append(all, fromAPI(e))
 	}
-	return cmp.Diff(want, sortEntries(got), cmpopts.EquateEmpty()), want, nil
+	return cmp.Diff(want, ofNamespace(all, ns, active), cmpopts.EquateEmpty()), want, nil
 }
 
-// waitExact waits until SPIRE holds exactly one entry for each pod that declares one, with
-// the right fields, and nothing else; then the CLI must agree. It returns the time it
-// waited and the entries.
-func (w *world) waitExact(t *testing.T, what string) (time.Duration, []entry) {
+// waitExact waits until SPIRE holds exactly one entry for each pod of the namespace that
+// declares one, with the right fields, and no entry outside the scenarios' namespaces; then
+// SPIRE's CLI must agree. It returns the time it waited and the entries.
+func (w *world) waitExact(t *testing.T, ns, what string) (time.Duration, []entry) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), convergeTimeout)
 	defer cancel()
@@ -226,7 +249,7 @@ func (w *world) waitExact(t *testing.T, what string) (time.Duration, []entry) {
 	var want []entry
 	var err error
 	for {
-		diff, want, err = w.diffSPIRE(ctx)
+		diff, want, err = w.diffSPIRE(ctx, ns)
 		if err == nil && diff == "" {
 			break
 		}
@@ -245,11 +268,11 @@ func (w *world) waitExact(t *testing.T, what string) (time.Duration, []entry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]entry, 0, len(shown))
+	all := make([]entry, 0, len(shown))
 	for _, e := range shown {
-		got = append(got, fromCLI(e))
+		all = append(all, fromCLI(e))
 	}
-	if diff := cmp.Diff(want, sortEntries(got), cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(want, ofNamespace(all, ns, w.activeNamespaces()), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("%s: spire-server entry show disagrees with the pods (-want +got):\n%s", what, diff)
 	}
 	return waited, want

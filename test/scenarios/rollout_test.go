@@ -36,6 +36,7 @@ const rolloutReplicas = 200
 // are scheduled and the old pods' entries go as they terminate. It measures both
 // latencies by watching the pods and polling SPIRE's API.
 func TestDeploymentRollout(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "rollout", false)
 	ctx := t.Context()
 	d := s.deployment("web", rolloutReplicas)

@@ -59,12 +59,27 @@ type scenario struct {
 	ns string
 }
 
-// newScenario creates the namespace and its ClusterSPIFFEID. When the test ends the
-// ClusterSPIFFEID goes, the test waits for SPIRE to drop the namespace's entries, and the
-// namespace is deleted without waiting.
+// newScenario starts a scenario that has the world to itself, but for background
+// scenarios: it waits for the scenario before it to end. It creates the namespace and its
+// ClusterSPIFFEID. When the test ends the ClusterSPIFFEID goes, the test waits for SPIRE to
+// drop the namespace's entries, and the namespace is deleted without waiting.
 func newScenario(t *testing.T, ns string, autoPopulateDNSNames bool) *scenario {
 	t.Helper()
 	w := sharedWorld(t)
+	w.exclusive.Lock()
+	t.Cleanup(w.exclusive.Unlock)
+	return startScenario(t, w, ns, autoPopulateDNSNames)
+}
+
+// newBackgroundScenario starts a scenario that runs while others do: one that spends most
+// of its time waiting for Kubernetes and touches nothing of theirs.
+func newBackgroundScenario(t *testing.T, ns string, autoPopulateDNSNames bool) *scenario {
+	t.Helper()
+	return startScenario(t, sharedWorld(t), ns, autoPopulateDNSNames)
+}
+
+func startScenario(t *testing.T, w *world, ns string, autoPopulateDNSNames bool) *scenario {
+	t.Helper()
 	ctx := t.Context()
 	if err := realcluster.EnsureNamespace(ctx, w.client, ns); err != nil {
 		t.Fatal(err)
@@ -96,7 +111,7 @@ func (w *world) endScenario(t *testing.T, ns string) {
 	if err := w.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete ClusterSPIFFEID %s: %v", ns, err)
 	}
-	prefix := fmt.Sprintf("spiffe://%s/ns/%s/", trustDomain, ns)
+	prefix := namespacePrefix(ns)
 	err := wait.PollUntilContextCancel(ctx, podsPoll, true, func(ctx context.Context) (bool, error) {
 		list, err := w.spireEntries(ctx)
 		if err != nil {
@@ -204,7 +219,7 @@ func (s *scenario) waitRunning(selector string, want int) []corev1.Pod {
 // after since, when what happened.
 func (s *scenario) logExact(what string, since time.Time) []entry {
 	s.t.Helper()
-	_, entries := s.waitExact(s.t, what)
+	_, entries := s.waitExact(s.t, s.ns, what)
 	s.t.Logf("%s: SPIRE holds exactly the running pods' %d entries %s after %s",
 		s.ns, len(entries), time.Since(since).Round(time.Millisecond), what)
 	return entries

@@ -37,6 +37,7 @@ const (
 // names from the slices kube-controller-manager writes. Scaled down, the pods that leave
 // lose their entries and the others keep their names.
 func TestServiceDNSNames(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "service", true)
 	ctx := t.Context()
 	wantNames := []string{"web", "web.service", "web.service.svc", "web.service.svc." + clusterDomain}

@@ -29,6 +29,7 @@ import (
 // TestStatefulSetPodRecreated deletes a StatefulSet's pod, which the StatefulSet recreates
 // under the same name with a new UID: the new pod has its own entry and the old one is gone.
 func TestStatefulSetPodRecreated(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "statefulset", false)
 	const replicas = 3
 	labels := map[string]string{"app": "db"}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +73,9 @@ type world struct {
 	conn    *grpc.ClientConn
 	entries entryv1.EntryClient
 
+	// exclusive is held by each scenario but the background ones, which overlap them.
+	exclusive sync.Mutex
+
 	mu sync.Mutex
 	// active maps the namespaces scenarios run in to whether their ClusterSPIFFEID
 	// populates DNS names.
@@ -88,8 +92,20 @@ var (
 	worldErr  error
 )
 
+// TestMain stops the shared world once every test has run. Most scenarios are parallel
+// tests that run one at a time (see newScenario) next to a background one; they must not
+// wait for a slot behind tests that wait for their turn, so unless -parallel is given every
+// parallel test gets one. The status churn scenario is not parallel: it runs first, alone, as
+// it must to count SPIRE's writes.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		if err := flag.Set("test.parallel", "16"); err != nil {
+			log.Fatal(err)
+		}
+	}
 	code := m.Run()
 	if shared != nil {
 		if err := shared.close(); err != nil {
@@ -110,7 +126,16 @@ func sharedWorld(t *testing.T) *world {
 	}
 	worldOnce.Do(func() {
 		start := time.Now()
-		shared, worldErr = startWorld(t.Logf)
+		// The harness logs through logf after start-up too, when this test may be over.
+		var starting atomic.Bool
+		starting.Store(true)
+		defer starting.Store(false)
+		logf := func(format string, args ...any) {
+			if starting.Load() {
+				t.Logf(format, args...)
+			}
+		}
+		shared, worldErr = startWorld(logf)
 		if worldErr == nil {
 			t.Logf("world ready in %s: kube-apiserver, kube-scheduler, kube-controller-manager, kwok with %d nodes, PostgreSQL, SPIRE, spire-registrar",
 				time.Since(start).Round(time.Millisecond), len(worldNodes))
