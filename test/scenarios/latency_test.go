@@ -46,6 +46,7 @@ type probe struct {
 	entryGone  map[string]time.Time
 	polls      int
 	pollErrors int
+	lastError  error
 }
 
 // startProbe watches the namespace's pods and polls SPIRE until the test ends or stop is
@@ -112,10 +113,14 @@ func (p *probe) pollSPIRE(ctx context.Context, entries entryv1.EntryClient) {
 	for {
 		resp, err := entries.ListEntries(ctx, &entryv1.ListEntriesRequest{})
 		now := time.Now()
+		if ctx.Err() != nil {
+			return
+		}
 		p.mu.Lock()
 		p.polls++
 		if err != nil {
 			p.pollErrors++
+			p.lastError = err
 		} else {
 			present := map[string]bool{}
 			for _, e := range resp.GetEntries() {

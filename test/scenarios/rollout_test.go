@@ -103,7 +103,7 @@ func TestDeploymentRollout(t *testing.T) {
 		len(removed), percentile(removed, 0.5).Round(time.Millisecond), percentile(removed, 0.99).Round(time.Millisecond),
 		percentile(removed, 1).Round(time.Millisecond))
 	if p.pollErrors > 0 {
-		t.Logf("%d of SPIRE's %d polls failed", p.pollErrors, p.polls)
+		t.Logf("%d of SPIRE's %d polls failed, the last with: %v", p.pollErrors, p.polls, p.lastError)
 	}
 }
 

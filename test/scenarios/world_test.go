@@ -50,8 +50,8 @@ const (
 	// gcInterval makes the controllers list SPIRE in full several times per scenario, so
 	// that the scenarios cover full resyncs too (the zero-write churn above all).
 	gcInterval = 5 * time.Second
-	// workers is the controllers' worker count, as a small deployment would run them.
-	workers = 2
+	// workers is the controllers' worker count: the binary's default (--workers).
+	workers = 10
 	// worldStartTimeout bounds the start of every process of the world.
 	worldStartTimeout = 3 * time.Minute
 )
