@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,11 @@ const (
 // TestStatusChurnWritesNothing flaps the Ready condition of a Service's pods and moves them
 // to new IPs. kube-controller-manager rewrites the EndpointSlices each time, but the pods
 // keep their Service and so their entries: SPIRE's own telemetry must count no entry write,
-// full resyncs included.
+// full resyncs included. Then new pods outside the Service get their IPs and turn Running
+// and Ready: one creation each and no other write.
+//
+// It counts every write SPIRE makes, so it must run alone: it is the one scenario that is
+// not a parallel test.
 func TestStatusChurnWritesNothing(t *testing.T) {
 	s := newScenario(t, "churn", true)
 	ctx := t.Context()
@@ -108,6 +113,34 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 	if n := entriesWithDNSNames(entries); n != churnPods {
 		t.Errorf("%d entries have the Service's DNS names after the churn, want %d", n, churnPods)
 	}
+
+	// New pods outside the Service go from scheduled to Running and Ready with an IP: one
+	// entry created each, and not one written again.
+	before = after
+	start = time.Now()
+	s.createDeployment(s.deployment("worker", churnPods))
+	s.waitRunning("app=worker", churnPods)
+	s.logExact("a second Deployment was created", start)
+	time.Sleep(gcInterval + time.Second)
+	if after, err = s.entryWrites(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := maps.Clone(before)
+	want["spire_server_datastore_registration_entry_create"] += churnPods
+	// However the controllers batch the creations, they send some.
+	if created := after["spire_server_rpc_entry_v1_entry_batch_create_entry"] - before["spire_server_rpc_entry_v1_entry_batch_create_entry"]; created < 1 {
+		t.Errorf("SPIRE counted %v BatchCreateEntry calls, want some", created)
+	} else {
+		want["spire_server_rpc_entry_v1_entry_batch_create_entry"] = after["spire_server_rpc_entry_v1_entry_batch_create_entry"]
+	}
+	if diff := cmp.Diff(want, after); diff != "" {
+		t.Errorf("SPIRE's entry write counters after %d new pods turned Running and Ready with IPs (-want +got):\n%s", churnPods, diff)
+	}
+	t.Logf("%d new pods scheduled, then Running and Ready with IPs: %v entries created in %v BatchCreateEntry calls, %v updated, %v deleted",
+		churnPods, after["spire_server_datastore_registration_entry_create"]-before["spire_server_datastore_registration_entry_create"],
+		after["spire_server_rpc_entry_v1_entry_batch_create_entry"]-before["spire_server_rpc_entry_v1_entry_batch_create_entry"],
+		after["spire_server_datastore_registration_entry_update"]-before["spire_server_datastore_registration_entry_update"],
+		after["spire_server_datastore_registration_entry_delete"]-before["spire_server_datastore_registration_entry_delete"])
 }
 
 // setReady sets the pod's Ready and ContainersReady conditions.
