@@ -59,8 +59,8 @@ type scenario struct {
 	ns string
 }
 
-// newScenario starts a scenario that has the world to itself, but for background
-// scenarios: it waits for the scenario before it to end. It creates the namespace and its
+// newScenario starts a scenario once the one before it has ended, so that scenarios take
+// turns; only background scenarios overlap them. It creates the namespace and its
 // ClusterSPIFFEID. When the test ends the ClusterSPIFFEID goes, the test waits for SPIRE to
 // drop the namespace's entries, and the namespace is deleted without waiting.
 func newScenario(t *testing.T, ns string, autoPopulateDNSNames bool) *scenario {
@@ -78,6 +78,7 @@ func newBackgroundScenario(t *testing.T, ns string, autoPopulateDNSNames bool) *
 	return startScenario(t, sharedWorld(t), ns, autoPopulateDNSNames)
 }
 
+// startScenario creates the namespace and its ClusterSPIFFEID, and cleans up after the test.
 func startScenario(t *testing.T, w *world, ns string, autoPopulateDNSNames bool) *scenario {
 	t.Helper()
 	ctx := t.Context()
@@ -105,6 +106,8 @@ func startScenario(t *testing.T, w *world, ns string, autoPopulateDNSNames bool)
 	return &scenario{world: w, t: t, ns: ns}
 }
 
+// endScenario deletes the ClusterSPIFFEID, waits for its entries to go, and deletes the
+// namespace.
 func (w *world) endScenario(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupWait)
 	defer cancel()
