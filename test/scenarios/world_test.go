@@ -24,6 +24,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,9 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	if shared != nil && code != 0 {
+		shared.logTails()
+	}
 	if shared != nil {
 		if err := shared.close(); err != nil {
 			log.Printf("stop the scenarios' world: %v", err)
@@ -238,6 +242,18 @@ gcInterval: %s
 			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: client}, workers, nil)
 	}()
 	return nil
+}
+
+// logTails prints the end of every log of the world, for failures.
+func (w *world) logTails() {
+	const lines = 40
+	log.Printf("%s", w.kube.LogTails(lines))
+	log.Printf("spire-server:\n%s", w.spire.LogTail(lines))
+	log.Printf("postgres:\n%s", w.postgres.LogTail(lines))
+	if data, err := os.ReadFile(w.logFile.Name()); err == nil {
+		all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		log.Printf("spire-registrar:\n%s", strings.Join(all[max(len(all)-lines, 0):], "\n"))
+	}
 }
 
 // close stops the controllers, then everything else, and removes the world's directory.
