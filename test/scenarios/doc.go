@@ -21,5 +21,10 @@ limitations under the License.
 // SPIRE holds exactly one entry for every pod that runs, and nothing else.
 //
 // The tests start real binaries and are skipped with -short. They share one world, started by
-// the first of them and stopped when the package's tests end; each runs in its own namespace.
+// the first of them and stopped when the package's tests end; each runs in its own namespace
+// with a ClusterSPIFFEID of its own. The status churn scenario counts every write SPIRE makes,
+// so it runs first and alone; the others take turns, next to the node deletion, which mostly
+// waits for kube-controller-manager's pod garbage collector. Run one with, for example,
+//
+//	go test -count=1 -v -run TestDeploymentRollout ./test/scenarios/
 package scenarios
