@@ -72,6 +72,7 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 	if created := before["spire_server_datastore_registration_entry_create"]; created < churnPods {
 		t.Fatalf("SPIRE's telemetry counts %v entry creations, want at least the %d of this scenario", created, churnPods)
 	}
+	logOffset := s.controllerLogOffset()
 	start = time.Now()
 	updates := 0
 	for round := 1; round <= churnRounds; round++ {
@@ -107,6 +108,7 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 			t.Errorf("SPIRE counted %v more %s during status churn, want none", d, name)
 		}
 	}
+	s.logWritesOnFailure(logOffset)
 	t.Logf("%d pod status updates in %d rounds over %s (Ready flapping, new IPs; EndpointSlices rewritten each round), then %s of full resyncs: %v SPIRE entry writes",
 		updates, churnRounds, churned.Round(time.Millisecond), (2*gcInterval + time.Second), writes)
 	entries = s.logExact("the churn began", start)
@@ -117,6 +119,9 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 	// New pods outside the Service go from scheduled to Running and Ready with an IP: one
 	// entry created each, and not one written again.
 	before = after
+	logOffset = s.controllerLogOffset()
+	// The probe counts the pods kube-controller-manager makes and deletes, however many.
+	p, stopProbe := s.startProbe()
 	start = time.Now()
 	s.createDeployment(s.deployment("worker", churnPods))
 	s.waitRunning("app=worker", churnPods)
@@ -125,22 +130,44 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 	if after, err = s.entryWrites(ctx); err != nil {
 		t.Fatal(err)
 	}
+	stopProbe()
+	// The probe saw the first Deployment's pods too, scheduled long before.
+	for _, pod := range pods {
+		delete(p.scheduled, string(pod.UID))
+	}
+	scheduled, deleted := len(p.scheduled), len(p.deleted)
+	const createRPC, deleteRPC = "spire_server_rpc_entry_v1_entry_batch_create_entry", "spire_server_rpc_entry_v1_entry_batch_delete_entry"
 	want := maps.Clone(before)
-	want["spire_server_datastore_registration_entry_create"] += churnPods
-	// However the controllers batch the creations, they send some.
-	if created := after["spire_server_rpc_entry_v1_entry_batch_create_entry"] - before["spire_server_rpc_entry_v1_entry_batch_create_entry"]; created < 1 {
-		t.Errorf("SPIRE counted %v BatchCreateEntry calls, want some", created)
-	} else {
-		want["spire_server_rpc_entry_v1_entry_batch_create_entry"] = after["spire_server_rpc_entry_v1_entry_batch_create_entry"]
+	want["spire_server_datastore_registration_entry_create"] += float64(scheduled)
+	want["spire_server_datastore_registration_entry_delete"] += float64(deleted)
+	// However the controllers batch their writes, they send some.
+	if after[createRPC] == before[createRPC] {
+		t.Errorf("SPIRE counted no %s", createRPC)
+	}
+	want[createRPC] = after[createRPC]
+	if deleted > 0 {
+		want[deleteRPC] = after[deleteRPC]
 	}
 	if diff := cmp.Diff(want, after); diff != "" {
-		t.Errorf("SPIRE's entry write counters after %d new pods turned Running and Ready with IPs (-want +got):\n%s", churnPods, diff)
+		t.Errorf("SPIRE's entry write counters after %d new pods were scheduled and %d deleted (-want +got):\n%s", scheduled, deleted, diff)
 	}
-	t.Logf("%d new pods scheduled, then Running and Ready with IPs: %v entries created in %v BatchCreateEntry calls, %v updated, %v deleted",
-		churnPods, after["spire_server_datastore_registration_entry_create"]-before["spire_server_datastore_registration_entry_create"],
+	s.logWritesOnFailure(logOffset)
+	t.Logf("%d new pods scheduled (%d deleted), then Running and Ready with IPs: %v entries created in %v BatchCreateEntry calls, %v updated, %v deleted",
+		scheduled, deleted, after["spire_server_datastore_registration_entry_create"]-before["spire_server_datastore_registration_entry_create"],
 		after["spire_server_rpc_entry_v1_entry_batch_create_entry"]-before["spire_server_rpc_entry_v1_entry_batch_create_entry"],
 		after["spire_server_datastore_registration_entry_update"]-before["spire_server_datastore_registration_entry_update"],
 		after["spire_server_datastore_registration_entry_delete"]-before["spire_server_datastore_registration_entry_delete"])
+}
+
+// logWritesOnFailure logs the writes the controllers announced since offset, if the test
+// has failed.
+func (s *scenario) logWritesOnFailure(offset int64) {
+	if !s.t.Failed() {
+		return
+	}
+	for _, line := range s.writesLoggedSince(offset) {
+		s.t.Log(line)
+	}
 }
 
 // setReady sets the pod's Ready and ContainersReady conditions.

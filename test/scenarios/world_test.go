@@ -230,7 +230,8 @@ gcInterval: %s
 	if w.logFile, err = os.Create(filepath.Join(w.dir, "spire-registrar.log")); err != nil {
 		return err
 	}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(w.logFile)))
+	// V(3) logs every write with its reason: the tail printed on failure says what happened.
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(w.logFile), textlogger.Verbosity(3)))
 	klog.SetLogger(logger)
 	runCtx, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
 	w.stopControllers = stop
@@ -242,6 +243,31 @@ gcInterval: %s
 			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: client}, workers, nil)
 	}()
 	return nil
+}
+
+// controllerLogOffset is where the controllers' log ends now.
+func (w *world) controllerLogOffset() int64 {
+	info, err := w.logFile.Stat()
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// writesLoggedSince returns the lines of the controllers' log, after offset, that announce
+// an entry write.
+func (w *world) writesLoggedSince(offset int64) []string {
+	data, err := os.ReadFile(w.logFile.Name())
+	if err != nil || int64(len(data)) < offset {
+		return nil
+	}
+	var lines []string
+	for line := range strings.Lines(string(data[offset:])) {
+		if strings.Contains(line, `"Create entry"`) || strings.Contains(line, `"Update entry"`) || strings.Contains(line, `"Delete entry"`) {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return lines
 }
 
 // logTails prints the end of every log of the world, for failures.
