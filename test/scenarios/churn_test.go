@@ -111,7 +111,7 @@ func TestStatusChurnWritesNothing(t *testing.T) {
 	s.logWritesOnFailure(logOffset)
 	t.Logf("%d pod status updates in %d rounds over %s (Ready flapping, new IPs; EndpointSlices rewritten each round), then %s of full resyncs: %v SPIRE entry writes",
 		updates, churnRounds, churned.Round(time.Millisecond), (2*gcInterval + time.Second), writes)
-	entries = s.logExact("the churn began", start)
+	entries = s.logExact("the churn and its full resyncs", time.Now())
 	if n := entriesWithDNSNames(entries); n != churnPods {
 		t.Errorf("%d entries have the Service's DNS names after the churn, want %d", n, churnPods)
 	}

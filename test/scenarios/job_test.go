@@ -76,6 +76,6 @@ func TestJobCompletes(t *testing.T) {
 	}
 	registered, _ := p.latencies(uids, p.scheduled, p.entrySeen)
 	unregistered, _ := p.latencies(uids, p.entrySeen, p.entryGone)
-	t.Logf("%d of the %d Job pods were seen registered while they ran (kwok completes them at once); entry lifetime p50 %s, max %s",
+	t.Logf("%d of the %d Job pods were seen registered while they ran (kwok completes them within seconds); entry lifetime p50 %s, max %s",
 		len(registered), jobPods, percentile(unregistered, 0.5).Round(time.Millisecond), percentile(unregistered, 1).Round(time.Millisecond))
 }
