@@ -134,8 +134,11 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("caBundle never became SPIRE's authorities: %v", err)
 	}
-	if !hook.Ready() {
-		t.Error("Ready() = false after the caBundle was written")
+	// Ready follows the write the API server has just shown.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return hook.Ready(), nil
+	}); err != nil {
+		t.Error("Ready() stayed false after the caBundle was written")
 	}
 
 	// The serving certificate chains to SPIRE's authorities and carries the SPIFFE ID.
