@@ -134,7 +134,7 @@ type Controller struct {
 
 	// clusterSPIFFEIDConditions and clusterStaticEntryConditions learn whether the installed
 	// CRDs keep status conditions (spire-controller-manager's own CRDs prune them).
-	clusterSPIFFEIDConditions, clusterStaticEntryConditions conditionSupport
+	clusterSPIFFEIDConditions, clusterStaticEntryConditions runner.ConditionSupport
 }
 
 // NewController wires the controller to the given informers. It registers indexes and event

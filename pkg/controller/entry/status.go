@@ -19,12 +19,10 @@ package entry
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -74,7 +72,7 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 	}
 	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
-	c.clusterSPIFFEIDConditions.set(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))
+	c.clusterSPIFFEIDConditions.Set(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))
 	if apiequality.Semantic.DeepEqual(clusterSPIFFEID.Status, updated.Status) || !c.writesStatus() {
 		return nil
 	}
@@ -82,7 +80,7 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 	if err != nil {
 		return fmt.Errorf("updating status of ClusterSPIFFEID %s: %w", name, err)
 	}
-	c.clusterSPIFFEIDConditions.learn(updated.Status.Conditions, echo.Status.Conditions)
+	c.clusterSPIFFEIDConditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
 	klog.FromContext(ctx).V(2).Info("Updated ClusterSPIFFEID status", "stats", stats)
 	return nil
 }
@@ -163,7 +161,7 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 	}
 	updated := cse.DeepCopy()
 	updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
-	c.clusterStaticEntryConditions.set(&updated.Status.Conditions, ready)
+	c.clusterStaticEntryConditions.Set(&updated.Status.Conditions, ready)
 	if apiequality.Semantic.DeepEqual(cse.Status, updated.Status) {
 		return nil
 	}
@@ -177,7 +175,7 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 	if err != nil {
 		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
 	}
-	c.clusterStaticEntryConditions.learn(updated.Status.Conditions, echo.Status.Conditions)
+	c.clusterStaticEntryConditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
 	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "ready", ready.Status, "reason", ready.Reason)
 	return nil
 }
@@ -203,30 +201,4 @@ func errString(err error) string {
 		return "unknown error"
 	}
 	return err.Error()
-}
-
-// conditionSupport learns from the echo of a status write whether the installed CRD keeps
-// status conditions. spire-controller-manager's own CRDs, which the official chart installs,
-// have no status.conditions, so the API server prunes them; comparing with them would find
-// every status changed and write it again at every sync, for ever. Once a write comes back
-// without the conditions it carried, conditions are left out of every status, and a status
-// is written only when what the schema keeps changes.
-type conditionSupport struct {
-	pruned atomic.Bool
-}
-
-// set sets a condition, unless the schema prunes conditions.
-func (s *conditionSupport) set(conditions *[]metav1.Condition, c metav1.Condition) {
-	if s.pruned.Load() {
-		*conditions = nil
-		return
-	}
-	meta.SetStatusCondition(conditions, c)
-}
-
-// learn records that conditions are pruned when a write that carried some echoes none.
-func (s *conditionSupport) learn(sent, echoed []metav1.Condition) {
-	if len(sent) > 0 && len(echoed) == 0 {
-		s.pruned.Store(true)
-	}
 }

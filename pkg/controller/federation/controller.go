@@ -86,7 +86,9 @@ type Controller struct {
 	opts Options
 	// spireAPI writes the status of our resources; nil leaves status alone.
 	spireAPI spireclientset.Interface
-	events   *runner.Events
+	// conditions learns whether the installed CRD keeps status.conditions.
+	conditions runner.ConditionSupport
+	events     *runner.Events
 
 	cftdLister  spirelisters.ClusterFederatedTrustDomainLister
 	cftdIndexer cache.Indexer

@@ -21,7 +21,6 @@ import (
 	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
@@ -74,7 +73,7 @@ func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context
 		return nil
 	}
 	updated := cftd.DeepCopy()
-	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	c.conditions.Set(&updated.Status.Conditions, ready)
 	if apiequality.Semantic.DeepEqual(cftd.Status, updated.Status) {
 		return nil
 	}
@@ -84,9 +83,11 @@ func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context
 			"ready", ready.Status, "reason", ready.Reason)
 		return nil
 	}
-	if _, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	echo, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err)
 	}
+	c.conditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
 	logger.V(2).Info("Updated ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
 		"ready", ready.Status, "reason", ready.Reason)
 	return nil
