@@ -336,7 +336,7 @@ func FuzzKeyOf(f *testing.F) {
 
 // hostileRenderBound is how long rendering one pod's entry may take: a hundred times an
 // ordinary render on the same machine (so the bound follows the machine's speed and -race),
-// and at least 50ms. The controller renders every selected pod at each full resync, holding the
+// and at least 250ms. The controller renders every selected pod at each full resync, holding the
 // lock that stops every pod sync, so a template that costs a tenth of a second for each of
 // 30,000 pods stalls the controller for most of an hour.
 func hostileRenderBound(t *testing.T) time.Duration {
