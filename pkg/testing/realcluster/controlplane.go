@@ -126,29 +126,29 @@ func (k *Kube) startComponent(ctx context.Context, name, bin string, args func(p
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	}
 	defer client.CloseIdleConnections()
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	var (
+		proc  *process
+		port  int
+		start time.Time
+	)
+	err := startOnFreePorts(name, func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
 			return nil, err
 		}
-		proc := newProcess(name, bin, filepath.Join(k.dir, name+".log"), args(ports[0])...)
-		k.logf.printf("realcluster: starting %s on 127.0.0.1:%d", name, ports[0])
-		start := time.Now()
-		if err := proc.start(); err != nil {
-			return nil, err
-		}
-		lastErr = waitHTTPReady(ctx, proc, controlPlaneReadyTimeout, client, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz")
-		if lastErr == nil {
-			k.logf.printf("realcluster: %s healthy in %s", name, time.Since(start).Round(time.Millisecond))
-			return proc, nil
-		}
-		proc.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		port = ports[0]
+		proc = newProcess(name, bin, filepath.Join(k.dir, name+".log"), args(port)...)
+		k.logf.printf("realcluster: starting %s on 127.0.0.1:%d", name, port)
+		start = time.Now()
+		return proc, proc.start()
+	}, func() error {
+		return waitHTTPReady(ctx, proc, controlPlaneReadyTimeout, client, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz")
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("start %s: %w", name, lastErr)
+	k.logf.printf("realcluster: %s healthy in %s", name, time.Since(start).Round(time.Millisecond))
+	return proc, nil
 }
 
 func (k *Kube) rootCAFile() string { return filepath.Join(k.dir, "pki", "ca.crt") }

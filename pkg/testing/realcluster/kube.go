@@ -254,17 +254,17 @@ func (k *Kube) prepareDir() error {
 }
 
 func (k *Kube) startEtcd(ctx context.Context, bin string) error {
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	var clientURL string
+	err := startOnFreePorts("etcd", func() (*process, error) {
 		ports, err := freePorts(2)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		clientURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 		peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 		dataDir := filepath.Join(k.dir, "etcd-data")
 		if err := os.RemoveAll(dataDir); err != nil {
-			return fmt.Errorf("clear etcd data: %w", err)
+			return nil, fmt.Errorf("clear etcd data: %w", err)
 		}
 		k.etcd = newProcess(Etcd, bin, filepath.Join(k.dir, "etcd.log"),
 			"--name=realcluster",
@@ -279,20 +279,15 @@ func (k *Kube) startEtcd(ctx context.Context, bin string) error {
 			"--unsafe-no-fsync",
 		)
 		k.logf.printf("realcluster: starting etcd on %s", clientURL)
-		if err := k.etcd.start(); err != nil {
-			return err
-		}
-		lastErr = waitHTTPReady(ctx, k.etcd, etcdReadyTimeout, &http.Client{Timeout: 2 * time.Second}, clientURL+"/health")
-		if lastErr == nil {
-			k.etcdURL = clientURL
-			return nil
-		}
-		k.etcd.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		return k.etcd, k.etcd.start()
+	}, func() error {
+		return waitHTTPReady(ctx, k.etcd, etcdReadyTimeout, &http.Client{Timeout: 2 * time.Second}, clientURL+"/health")
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("start etcd: %w", lastErr)
+	k.etcdURL = clientURL
+	return nil
 }
 
 func (k *Kube) apiServerArgs(port int, extra []string) []string {
@@ -326,28 +321,20 @@ func (k *Kube) apiServerArgs(port int, extra []string) []string {
 }
 
 func (k *Kube) startAPIServer(ctx context.Context, bin string, extra []string) error {
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	err := startOnFreePorts("kube-apiserver", func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		k.host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 		k.apiServer = newProcess(KubeAPIServer, bin, filepath.Join(k.dir, "kube-apiserver.log"), k.apiServerArgs(ports[0], extra)...)
 		k.logf.printf("realcluster: starting kube-apiserver on %s", k.host)
-		if err := k.apiServer.start(); err != nil {
-			return err
-		}
-		lastErr = k.waitAPIServer(ctx)
-		if lastErr == nil {
-			return k.writeKubeconfig()
-		}
-		k.apiServer.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		return k.apiServer, k.apiServer.start()
+	}, func() error { return k.waitAPIServer(ctx) })
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("start kube-apiserver: %w", lastErr)
+	return k.writeKubeconfig()
 }
 
 // waitAPIServer waits for the self-signed cert, then /readyz, then the

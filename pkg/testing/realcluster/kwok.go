@@ -99,13 +99,16 @@ func (k *Kube) startKwok(ctx context.Context, bin string, extra []string) error 
 	if err != nil {
 		return err
 	}
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	var (
+		addr  string
+		start time.Time
+	)
+	err = startOnFreePorts("kwok", func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+		addr = "127.0.0.1:" + strconv.Itoa(ports[0])
 		args := []string{
 			"--kubeconfig=" + k.kubeconfig,
 			"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + kwokFake,
@@ -120,21 +123,16 @@ func (k *Kube) startKwok(ctx context.Context, bin string, extra []string) error 
 		// kwok also loads ~/.kwok/kwok.yaml when it exists: keep a user's file out.
 		k.kwok.env = append(os.Environ(), "HOME="+k.dir)
 		k.logf.printf("realcluster: starting kwok on %s", addr)
-		start := time.Now()
-		if err := k.kwok.start(); err != nil {
-			return err
-		}
-		lastErr = waitHTTPReady(ctx, k.kwok, kwokReadyTimeout, &http.Client{Timeout: 2 * time.Second}, "http://"+addr+"/healthz")
-		if lastErr == nil {
-			k.logf.printf("realcluster: kwok healthy in %s", time.Since(start).Round(time.Millisecond))
-			return nil
-		}
-		k.kwok.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		start = time.Now()
+		return k.kwok, k.kwok.start()
+	}, func() error {
+		return waitHTTPReady(ctx, k.kwok, kwokReadyTimeout, &http.Client{Timeout: 2 * time.Second}, "http://"+addr+"/healthz")
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("start kwok: %w", lastErr)
+	k.logf.printf("realcluster: kwok healthy in %s", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // KwokNode makes a node one that kwok manages, as kwok's documentation

@@ -54,3 +54,26 @@ func isAddrInUse(err error) bool {
 	// Go programs say "address already in use", PostgreSQL "Address already in use".
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
 }
+
+// startOnFreePorts starts a process that binds ports it was just given, and retries on new
+// ports when it lost one to another process. launch picks the ports and starts the process; an
+// error there ends the attempts as it is. ready waits until the process serves; a process that
+// does not is killed, and started again only if it failed for a port in use, up to
+// startAttempts times. what names the process in the error.
+func startOnFreePorts(what string, launch func() (*process, error), ready func() error) error {
+	var lastErr error
+	for range startAttempts {
+		proc, err := launch()
+		if err != nil {
+			return err
+		}
+		if lastErr = ready(); lastErr == nil {
+			return nil
+		}
+		proc.kill()
+		if !isAddrInUse(lastErr) {
+			break
+		}
+	}
+	return fmt.Errorf("start %s: %w", what, lastErr)
+}

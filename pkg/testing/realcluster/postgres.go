@@ -132,8 +132,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	}
 	p.logf.printf("realcluster: initdb of a PostgreSQL cluster in %s took %s", p.dir, time.Since(start).Round(time.Millisecond))
 
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	err = startOnFreePorts("postgres", func() (*process, error) {
 		ports, err := freePorts(1)
 		if err != nil {
 			return nil, err
@@ -153,20 +152,13 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		)
 		p.proc.credential = p.credential
 		p.logf.printf("realcluster: starting postgres on 127.0.0.1:%d", p.port)
-		if err := p.proc.start(); err != nil {
-			return nil, err
-		}
-		lastErr = p.waitReady(ctx)
-		if lastErr == nil {
-			ok = true
-			return p, nil
-		}
-		p.proc.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		return p.proc, p.proc.start()
+	}, func() error { return p.waitReady(ctx) })
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("start postgres: %w", lastErr)
+	ok = true
+	return p, nil
 }
 
 // NewPostgres starts a Postgres for a test and stops it in t.Cleanup; it

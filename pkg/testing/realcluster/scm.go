@@ -155,8 +155,7 @@ func StartSCM(ctx context.Context, opts SCMOptions) (*SCM, error) {
 	}
 	env = append(env, opts.Env...)
 
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	err = startOnFreePorts("spire-controller-manager", func() (*process, error) {
 		config, err := scmConfig(opts)
 		if err != nil {
 			return nil, err
@@ -168,20 +167,15 @@ func StartSCM(ctx context.Context, opts SCMOptions) (*SCM, error) {
 		s.proc = newProcess(SpireControllerManager, bin, filepath.Join(s.dir, "spire-controller-manager.log"), args...)
 		s.proc.env = env
 		opts.Logf.printf("realcluster: starting spire-controller-manager, ready at %s", s.readyURL)
-		if err := s.proc.start(); err != nil {
-			return nil, err
-		}
-		lastErr = waitHTTPReady(ctx, s.proc, scmReadyTimeout, &http.Client{Timeout: 2 * time.Second}, s.readyURL)
-		if lastErr == nil {
-			ok = true
-			return s, nil
-		}
-		s.proc.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		return s.proc, s.proc.start()
+	}, func() error {
+		return waitHTTPReady(ctx, s.proc, scmReadyTimeout, &http.Client{Timeout: 2 * time.Second}, s.readyURL)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("start spire-controller-manager: %w", lastErr)
+	ok = true
+	return s, nil
 }
 
 // NewSCM starts spire-controller-manager for a test and stops it in

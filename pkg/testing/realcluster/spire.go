@@ -154,8 +154,7 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	}
 	s.socketPath = filepath.Join(s.socketDir, "api.sock")
 
-	var lastErr error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
+	err = startOnFreePorts("spire-server", func() (*process, error) {
 		ports, err := freePorts(2)
 		if err != nil {
 			return nil, err
@@ -166,20 +165,13 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 		}
 		s.proc = newProcess(server, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
 		s.logf.printf("realcluster: starting %s for %s on %s", server, s.trustDomain, s.socketPath)
-		if err := s.proc.start(); err != nil {
-			return nil, err
-		}
-		lastErr = s.waitReady(ctx)
-		if lastErr == nil {
-			ok = true
-			return s, nil
-		}
-		s.proc.kill()
-		if !isAddrInUse(lastErr) {
-			break
-		}
+		return s.proc, s.proc.start()
+	}, func() error { return s.waitReady(ctx) })
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("start spire-server: %w", lastErr)
+	ok = true
+	return s, nil
 }
 
 // NewSPIRE starts a SPIRE server for a test and stops it in t.Cleanup; it
