@@ -65,6 +65,11 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		logger.Info("Warning: " + note)
 	}
 	opts.override(cfg)
+	if opts.SPIREServerAddress != "" || opts.WorkloadAPISocket != "" {
+		if err := cfg.UseSPIREServerAddressFlags(opts.SPIREServerAddress, opts.WorkloadAPISocket); err != nil {
+			return err
+		}
+	}
 	if opts.SPIREAPISocket != "" {
 		if cfg.UseSPIREAPISocketFlag(opts.SPIREAPISocket) {
 			logger.Info("Warning: --spire-api-socket is deprecated; set spireServerSocketPath in the config file")

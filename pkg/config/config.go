@@ -176,6 +176,8 @@ type Config struct {
 	ignoreNamespaces []*regexp.Regexp
 	// socketPathDefaulted is set when the file does not name spireServerSocketPath.
 	socketPathDefaulted bool
+	// spireConnection is what the file says on how SPIRE is reached, for the flags.
+	spireConnection spireConnectionFields
 }
 
 // NamespaceCache narrows the objects watched in one namespace. Empty selectors select all.

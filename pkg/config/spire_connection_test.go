@@ -112,3 +112,49 @@ func TestSPIREAPISocketFlagIgnoredWithAnAddress(t *testing.T) {
 		t.Errorf("the flag was used over spireServerAddress: socket path %q", cfg.SPIREServerSocketPath)
 	}
 }
+
+func TestSPIREServerAddressFlags(t *testing.T) {
+	const withAddress = "spireServerAddress: file:8081\nworkloadAPISocketPath: /file-agent.sock\n"
+	for _, tc := range []struct {
+		name, file, address, socket, env string
+		want                             spireConnection
+		wantErr                          string
+	}{
+		{name: "address flag replaces the file's socket path", file: "spireServerSocketPath: /api.sock\n", address: "flag:8081", socket: "/agent.sock",
+			want: spireConnection{Address: "flag:8081", WorkloadAPI: "unix:///agent.sock", ServerID: "spiffe://example.org/spire/server"}},
+		{name: "address flag with the Workload API from the environment", address: "flag:8081", env: "unix:///env.sock",
+			want: spireConnection{Address: "flag:8081", WorkloadAPI: "unix:///env.sock", ServerID: "spiffe://example.org/spire/server"}},
+		{name: "socket flag over the file's", file: withAddress, socket: "/flag-agent.sock",
+			want: spireConnection{Address: "file:8081", WorkloadAPI: "unix:///flag-agent.sock", ServerID: "spiffe://example.org/spire/server"}},
+		{name: "address flag over the file's", file: withAddress, address: "flag:8081",
+			want: spireConnection{Address: "flag:8081", WorkloadAPI: "unix:///file-agent.sock", ServerID: "spiffe://example.org/spire/server"}},
+		{name: "address flag without any Workload API", address: "flag:8081", wantErr: "workloadAPISocketPath"},
+		{name: "socket flag without an address", socket: "/agent.sock", wantErr: "only has an effect with spireServerAddress"},
+		{name: "bad address flag", address: "flag", socket: "/agent.sock", wantErr: "host:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(SPIFFEEndpointSocketEnv, tc.env)
+			cfg, err := Parse([]byte(minimal + tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := connectionOf(cfg)
+			err = cfg.UseSPIREServerAddressFlags(tc.address, tc.socket)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "--spire-server-address") {
+					t.Errorf("error %v, want one naming the flags and saying %q", err, tc.wantErr)
+				}
+				if diff := cmp.Diff(before, connectionOf(cfg)); diff != "" {
+					t.Errorf("a refused flag changed the config (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, connectionOf(cfg)); diff != "" {
+				t.Errorf("SPIRE connection (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

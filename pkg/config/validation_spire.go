@@ -17,6 +17,7 @@ limitations under the License.
 package config
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,6 +35,8 @@ import (
 // spireServerSPIFFEID). The two are alternatives: a file that names both is refused rather
 // than one being silently ignored.
 func (f *File) validateSPIREConnection(cfg *Config) field.ErrorList {
+	cfg.spireConnection = spireConnectionFields{socketPath: f.SPIREServerSocketPath, address: f.SPIREServerAddress,
+		workloadAPISocketPath: f.WorkloadAPISocketPath, serverSPIFFEID: f.SPIREServerSPIFFEID}
 	addressPath := field.NewPath("spireServerAddress")
 	if f.SPIREServerAddress == "" {
 		var errs field.ErrorList
@@ -104,6 +107,35 @@ func (f *File) validateSPIREConnection(cfg *Config) field.ErrorList {
 		cfg.SPIREServerID = id
 	}
 	return errs
+}
+
+// spireConnectionFields are the file's fields on how SPIRE is reached, kept so that flags can
+// be applied over them and validated again.
+type spireConnectionFields struct {
+	socketPath, address, workloadAPISocketPath, serverSPIFFEID string
+}
+
+// UseSPIREServerAddressFlags applies --spire-server-address and --workload-api-socket over
+// the file, as flags override the file's fields: an address replaces the file's
+// spireServerSocketPath (or address), a socket path its workloadAPISocketPath. Empty values
+// leave the file's. The result is validated as the file is; on error the Config is unchanged.
+func (c *Config) UseSPIREServerAddressFlags(address, workloadAPISocketPath string) error {
+	f := File{SPIREServerSocketPath: c.spireConnection.socketPath, SPIREServerAddress: c.spireConnection.address,
+		WorkloadAPISocketPath: c.spireConnection.workloadAPISocketPath, SPIREServerSPIFFEID: c.spireConnection.serverSPIFFEID}
+	if address != "" {
+		f.SPIREServerAddress, f.SPIREServerSocketPath = address, ""
+	}
+	if workloadAPISocketPath != "" {
+		f.WorkloadAPISocketPath = workloadAPISocketPath
+	}
+	next := &Config{TrustDomain: c.TrustDomain, SPIREServerSocketPath: f.SPIREServerSocketPath}
+	if errs := f.validateSPIREConnection(next); len(errs) > 0 {
+		return fmt.Errorf("--spire-server-address, --workload-api-socket: %w", errs.ToAggregate())
+	}
+	c.spireConnection = next.spireConnection
+	c.SPIREServerSocketPath, c.socketPathDefaulted = next.SPIREServerSocketPath, next.socketPathDefaulted
+	c.SPIREServerAddress, c.WorkloadAPIAddress, c.SPIREServerID = next.SPIREServerAddress, next.WorkloadAPIAddress, next.SPIREServerID
+	return nil
 }
 
 // validateDialAddress accepts a host:port to connect to: both parts present, the port a
