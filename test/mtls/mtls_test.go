@@ -18,6 +18,10 @@ package mtls
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -131,6 +135,32 @@ func TestStandaloneOverMTLS(t *testing.T) {
 			t.Fatalf("ListEntries with a non-admin X509-SVID: %v, want PermissionDenied", err)
 		}
 		t.Logf("refused access, as the server says it: %v", err)
+
+		// The control: the same process, agent and server, with an SVID whose entry differs
+		// only in being admin, lists entries, and mints the admission webhook's serving
+		// certificate as spire-registrar does over this connection.
+		const adminID = "spiffe://" + trustDomain + "/test-admin"
+		if _, err := w.agent.CreateWorkloadEntryCLI(ctx, adminID, []string{"unix:uid:" + w.uid, "unix:path:" + w.testExe}, "-admin"); err != nil {
+			t.Fatal(err)
+		}
+		waitForSVID(ctx, t, w.agent, adminID, true)
+		admin := dialWithSVID(ctx, t, w.agent, w.stack.SPIRE.Address(), adminID, serverID)
+		if _, err := admin.ListEntries(ctx); err != nil {
+			t.Fatalf("ListEntries with an admin X509-SVID: %v", err)
+		}
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const webhookDNSName = "spire-registrar-webhook.spire-system.svc"
+		minted, err := admin.Authority().MintX509SVID(ctx, key, &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/spire-registrar-webhook"},
+			[]string{webhookDNSName}, time.Hour)
+		if err != nil {
+			t.Fatalf("minting the webhook's certificate over mTLS: %v", err)
+		}
+		if got := minted.Chain[0].DNSNames; !slices.Equal(got, []string{webhookDNSName}) {
+			t.Errorf("minted certificate for %v, want %s", got, webhookDNSName)
+		}
 
 		// And the other way round: the client refuses a server that does not present the
 		// configured ID, before sending anything.
