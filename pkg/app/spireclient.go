@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
@@ -88,11 +89,12 @@ func dialSPIREOverMTLS(ctx context.Context, cfg *config.Config, opts []grpc.Dial
 		defer close(loggingDone)
 		logRotations(logger, source, svid, stopLogging)
 	}()
-	release := func() error {
+	// Once: a second Close of the client must not close stopLogging again.
+	release := sync.OnceValue(func() error {
 		close(stopLogging)
 		<-loggingDone
 		return source.Close()
-	}
+	})
 	tlsConfig := tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeID(cfg.SPIREServerID))
 	client, err := spire.DialTCP(ctx, cfg.SPIREServerAddress, credentials.NewTLS(tlsConfig), release, opts...)
 	if err != nil {
