@@ -8,7 +8,7 @@
 #
 #   hack/tools/kube        etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl
 #   hack/tools/spire       spire-server, spire-agent (SPIRE 1.15.3, what the Helm chart runs;
-#                          spire-agent is built only when asked for: no test runs it yet)
+#                          test/mtls runs the agent)
 #   hack/tools/spire-1.13  spire-server-1.13 (one test checks an older server)
 #   hack/tools/kwok        kwok (plays the kubelet for fake nodes)
 #   hack/tools/scm         spire-controller-manager (v0.7.0, the drop-in anchor)
@@ -64,7 +64,7 @@ build() {
 }
 
 TOOLS=$ROOT/hack/tools
-want=${*:-etcd kube-apiserver spire-server kube-scheduler kube-controller-manager kwok spire-controller-manager spire-server-1.13}
+want=${*:-etcd kube-apiserver spire-server spire-agent kube-scheduler kube-controller-manager kwok spire-controller-manager spire-server-1.13}
 for tool in $want; do
   case $tool in
     etcd)                    build etcd "$TOOLS/kube" ./etcd ;;

@@ -33,8 +33,13 @@ type Options struct {
 	// SPIREAPISocket is spire-controller-manager's deprecated --spire-api-socket: used only
 	// when the config file does not set spireServerSocketPath.
 	SPIREAPISocket string
-	Workers        int
-	DryRun         bool
+	// SPIREServerAddress and WorkloadAPISocket override spireServerAddress and
+	// workloadAPISocketPath: SPIRE over TCP with SPIFFE mTLS, spire-registrar's own flags.
+	SPIREServerAddress string
+	WorkloadAPISocket  string
+
+	Workers int
+	DryRun  bool
 	// DryRunOutput, with DryRun, is a file that receives every planned SPIRE write as a JSON
 	// line.
 	DryRunOutput string
@@ -70,6 +75,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", "", "Path to the config file (spire-controller-manager's ControllerManagerConfig format). Required.")
 	fs.BoolVar(&o.ExpandEnv, "expand-env", false, "Expand environment variables in the config file.")
 	fs.StringVar(&o.SPIREAPISocket, "spire-api-socket", "", "The path to the SPIRE API socket (deprecated; use spireServerSocketPath in the config file, which wins when set).")
+	fs.StringVar(&o.SPIREServerAddress, "spire-server-address", "", "host:port of the SPIRE server API, reached over TCP with SPIFFE mTLS instead of the admin socket. Overrides spireServerAddress (and spireServerSocketPath).")
+	fs.StringVar(&o.WorkloadAPISocket, "workload-api-socket", "", "Path of the SPIRE agent's Workload API socket that spire-registrar's X509-SVID comes from, with --spire-server-address. Overrides workloadAPISocketPath.")
 	fs.IntVar(&o.Workers, "workers", 10, "Number of pods synced concurrently.")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing anything: not to SPIRE, not status, not Events.")
 	fs.StringVar(&o.DryRunOutput, "dry-run-output", "", "With --dry-run, also write every planned SPIRE write to this file as JSON lines, for review.")

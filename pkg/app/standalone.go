@@ -65,9 +65,16 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		logger.Info("Warning: " + note)
 	}
 	opts.override(cfg)
+	if opts.SPIREServerAddress != "" || opts.WorkloadAPISocket != "" {
+		if err := cfg.UseSPIREServerAddressFlags(opts.SPIREServerAddress, opts.WorkloadAPISocket); err != nil {
+			return err
+		}
+	}
 	if opts.SPIREAPISocket != "" {
 		if cfg.UseSPIREAPISocketFlag(opts.SPIREAPISocket) {
 			logger.Info("Warning: --spire-api-socket is deprecated; set spireServerSocketPath in the config file")
+		} else if cfg.SPIREServerAddress != "" {
+			logger.Info("Warning: ignoring the deprecated --spire-api-socket: the config file sets spireServerAddress")
 		} else {
 			logger.Info("Warning: ignoring the deprecated --spire-api-socket: the config file sets spireServerSocketPath")
 		}
@@ -96,12 +103,6 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 
-	spireClient, err := DialSPIRE(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer spireClient.Close()
-
 	health := &Health{}
 	if cfg.MetricsBindAddress != config.DisabledAddress {
 		if _, err := Serve(ctx, "metrics", cfg.MetricsBindAddress, MetricsHandler()); err != nil {
@@ -114,8 +115,16 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 
+	// Served before dialling SPIRE: over mTLS the dial waits for an X509-SVID from the agent,
+	// during which the process is alive but not ready.
+	spireClient, err := DialSPIRE(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer spireClient.Close()
+
 	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
-		"spireServerSocketPath", cfg.SPIREServerSocketPath, "gcInterval", cfg.GCInterval, "workers", opts.Workers,
+		"spireServerSocketPath", cfg.SPIREServerSocketPath, "spireServerAddress", cfg.SPIREServerAddress, "gcInterval", cfg.GCInterval, "workers", opts.Workers,
 		"leaderElection", cfg.LeaderElection.Enabled, "staticManifestPath", cfg.StaticManifestPath)
 	cc := ControllerContext{Config: cfg, SPIRE: spireClient, DryRun: opts.DryRun}
 	if opts.DryRun {

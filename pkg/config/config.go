@@ -37,6 +37,14 @@ const (
 	// spire-server pod when spire-registrar runs as its sidecar.
 	DefaultSPIREServerSocketPath = "/spire-server/api.sock"
 
+	// SPIFFEEndpointSocketEnv is the environment variable, defined by the SPIFFE Workload
+	// Endpoint specification, that names the Workload API; workloadAPISocketPath defaults to it.
+	SPIFFEEndpointSocketEnv = "SPIFFE_ENDPOINT_SOCKET"
+
+	// DefaultSPIREServerIDPath is the path of the SPIFFE ID a SPIRE server presents by default,
+	// spiffe://<trust domain>/spire/server.
+	DefaultSPIREServerIDPath = "/spire/server"
+
 	// DefaultParentIDTemplate links a pod's entry to the k8s_psat agent on its node.
 	DefaultParentIDTemplate = "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
 
@@ -88,7 +96,19 @@ type Config struct {
 	TrustDomain           spiffeid.TrustDomain
 	ClusterName           string
 	ClusterDomain         string
-	SPIREServerSocketPath string
+	SPIREServerSocketPath string // empty when SPIREServerAddress is set
+
+	// SPIREServerAddress, when set, is the host:port of the SPIRE server API, reached over TCP
+	// with SPIFFE mTLS: spire-registrar's own X509-SVID comes from the SPIRE agent's Workload
+	// API at WorkloadAPIAddress, and the server must present SPIREServerID.
+	SPIREServerAddress string
+	// WorkloadAPIAddress is the agent's Workload API as go-spiffe takes it, e.g.
+	// unix:///run/spire/agent-sockets/spire-agent.sock. Set only with SPIREServerAddress.
+	WorkloadAPIAddress string
+	// SPIREServerID is the SPIFFE ID the server must present. Set only with
+	// SPIREServerAddress.
+	SPIREServerID spiffeid.ID
+
 	// IgnoreNamespaces are the configured patterns; IsNamespaceIgnored applies them.
 	IgnoreNamespaces []string
 	ParentIDTemplate string
@@ -156,6 +176,8 @@ type Config struct {
 	ignoreNamespaces []*regexp.Regexp
 	// socketPathDefaulted is set when the file does not name spireServerSocketPath.
 	socketPathDefaulted bool
+	// spireConnection is what the file says on how SPIRE is reached, for the flags.
+	spireConnection spireConnectionFields
 }
 
 // NamespaceCache narrows the objects watched in one namespace. Empty selectors select all.
@@ -222,10 +244,10 @@ func (c *Config) ClassMatches(className string) bool {
 }
 
 // UseSPIREAPISocketFlag applies spire-controller-manager's deprecated --spire-api-socket flag
-// as it does: the flag is used only when the file does not set spireServerSocketPath. It
-// reports whether the flag was used.
+// as it does: the flag is used only when the file does not set spireServerSocketPath (nor
+// spireServerAddress). It reports whether the flag was used.
 func (c *Config) UseSPIREAPISocketFlag(path string) bool {
-	if path == "" || !c.socketPathDefaulted {
+	if path == "" || !c.socketPathDefaulted || c.SPIREServerAddress != "" {
 		return false
 	}
 	c.SPIREServerSocketPath, c.socketPathDefaulted = path, false

@@ -65,8 +65,11 @@ func FuzzConfigParse(f *testing.F) {
 		if cfg.ClusterName == "" {
 			t.Errorf("accepted an empty clusterName")
 		}
-		if cfg.SPIREServerSocketPath == "" {
-			t.Errorf("accepted an empty SPIRE socket path")
+		if (cfg.SPIREServerSocketPath == "") == (cfg.SPIREServerAddress == "") {
+			t.Errorf("accepted socket path %q and address %q: want exactly one", cfg.SPIREServerSocketPath, cfg.SPIREServerAddress)
+		}
+		if cfg.SPIREServerAddress != "" && (cfg.WorkloadAPIAddress == "" || cfg.SPIREServerID.IsZero()) {
+			t.Errorf("accepted spireServerAddress without a Workload API (%q) or server ID (%q)", cfg.WorkloadAPIAddress, cfg.SPIREServerID)
 		}
 		if _, err := template.New("parentIDTemplate").Parse(cfg.ParentIDTemplate); err != nil {
 			t.Errorf("accepted a parentIDTemplate that does not parse: %v", err)

@@ -69,6 +69,19 @@ type File struct {
 	Controller             *ControllerConfig `json:"controller"`
 	EnableEntryRenderCache bool              `json:"enableEntryRenderCache"`
 	EntryRenderCacheSize   int               `json:"entryRenderCacheSize"`
+
+	// The fields below are spire-registrar's own additions, not spire-controller-manager's:
+	// SPIRE's API over TCP with SPIFFE mTLS, with spire-registrar's X509-SVID from a SPIRE
+	// agent's Workload API, instead of the server's local admin socket.
+
+	// SPIREServerAddress is the SPIRE server API's host:port; it replaces spireServerSocketPath.
+	SPIREServerAddress string `json:"spireServerAddress"`
+	// WorkloadAPISocketPath is the SPIRE agent's Workload API socket; default
+	// $SPIFFE_ENDPOINT_SOCKET.
+	WorkloadAPISocketPath string `json:"workloadAPISocketPath"`
+	// SPIREServerSPIFFEID is the SPIFFE ID the server must present; default
+	// spiffe://<trustDomain>/spire/server.
+	SPIREServerSPIFFEID string `json:"spireServerSPIFFEID"`
 }
 
 // GRPCConfig tunes the gRPC connection to the SPIRE server.

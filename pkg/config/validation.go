@@ -73,9 +73,7 @@ func (f *File) Validate() (*Config, error) {
 	if f.ClusterDomain != "" && strings.Trim(f.ClusterDomain, ".") != f.ClusterDomain {
 		errs = append(errs, field.Invalid(field.NewPath("clusterDomain"), f.ClusterDomain, "must not start or end with a dot"))
 	}
-	if cfg.SPIREServerSocketPath == "" {
-		cfg.SPIREServerSocketPath, cfg.socketPathDefaulted = DefaultSPIREServerSocketPath, true
-	}
+	errs = append(errs, f.validateSPIREConnection(cfg)...)
 
 	if f.IgnoreNamespaces != nil {
 		cfg.IgnoreNamespaces = *f.IgnoreNamespaces

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
@@ -68,7 +69,10 @@ type Client struct {
 	// values <= 0 mean DefaultBatchSize.
 	BatchSize int
 
-	conn    *grpc.ClientConn // nil when built by New over a caller's connection
+	conn *grpc.ClientConn // nil when built by New over a caller's connection
+	// release, if set, frees what the connection's credentials hold (e.g. the X509Source of
+	// DialTCP); Close calls it after closing conn.
+	release func() error
 	cc      grpc.ClientConnInterface
 	entries entryv1.EntryClient
 	tds     trustdomainv1.TrustDomainClient
@@ -97,10 +101,20 @@ func Dial(ctx context.Context, socketPath string, opts ...grpc.DialOption) (*Cli
 	if err != nil {
 		return nil, fmt.Errorf("resolve spire server socket path %q: %w", socketPath, err)
 	}
+	// The admin socket is local; access is controlled by file permissions,
+	// not TLS.
+	c, err := dial("unix://"+abs, insecure.NewCredentials(), opts)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Created SPIRE server client", "socket", abs)
+	return c, nil
+}
+
+// dial creates a client for target with the client's default options, then opts.
+func dial(target string, creds credentials.TransportCredentials, opts []grpc.DialOption) (*Client, error) {
 	dialOpts := []grpc.DialOption{
-		// The admin socket is local; access is controlled by file
-		// permissions, not TLS.
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// gRPC's default reconnect backoff grows to 2 minutes, which would
 		// leave the controller idle long after SPIRE comes up. A local
 		// socket is cheap to retry.
@@ -115,11 +129,10 @@ func Dial(ctx context.Context, socketPath string, opts ...grpc.DialOption) (*Cli
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
 	}
-	conn, err := grpc.NewClient("unix://"+abs, append(dialOpts, opts...)...)
+	conn, err := grpc.NewClient(target, append(dialOpts, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("create spire server client for %q: %w", abs, err)
+		return nil, fmt.Errorf("create spire server client for %q: %w", target, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Created SPIRE server client", "socket", abs)
 	c := New(conn)
 	c.conn = conn
 	return c, nil
@@ -138,15 +151,19 @@ func New(cc grpc.ClientConnInterface) *Client {
 	}
 }
 
-// Close releases the connection made by Dial.
+// Close releases the connection made by Dial or DialTCP, and what its credentials hold.
 func (c *Client) Close() error {
 	if c.conn == nil {
 		return nil
 	}
+	var errs []error
 	if err := c.conn.Close(); err != nil {
-		return fmt.Errorf("close spire server connection: %w", err)
+		errs = append(errs, fmt.Errorf("close spire server connection: %w", err))
 	}
-	return nil
+	if c.release != nil {
+		errs = append(errs, c.release())
+	}
+	return errors.Join(errs...)
 }
 
 // WaitReady blocks until the server answers a cheap call (a one-item entry

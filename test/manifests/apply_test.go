@@ -17,6 +17,7 @@ limitations under the License.
 package manifests_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -31,9 +32,31 @@ import (
 // manifests/ (applied by cluster), and that applying them again changes nothing: no field is
 // defaulted or normalised in a way that would make every apply a write.
 func TestApplyStandalone(t *testing.T) {
+	checkApplied(t, kustomize(t, "manifests"))
+}
+
+// TestApplyTCPMTLS is TestApplyStandalone for manifests/tcp-mtls, whose pod mounts a CSI volume.
+// Both topologies name their objects alike (they replace each other), so the standalone ones
+// are applied back for the package's other tests.
+func TestApplyTCPMTLS(t *testing.T) {
+	k := cluster(t)
+	t.Cleanup(func() {
+		if err := serverSideApply(context.Background(), k.RESTConfig(), kustomize(t, "manifests")); err != nil {
+			t.Errorf("applying manifests/ back: %v", err)
+		}
+	})
+	checkApplied(t, kustomize(t, "manifests", "tcp-mtls"))
+}
+
+// checkApplied checks that the API server accepted and stored every object of objs, applied by
+// cluster or here, and that applying them again changes nothing.
+func checkApplied(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
 	k := cluster(t)
 	ctx := t.Context()
-	objs := kustomize(t, "manifests")
+	if err := serverSideApply(ctx, k.RESTConfig(), objs); err != nil {
+		t.Fatalf("applying: %v", err)
+	}
 	versions := map[string]string{}
 	for _, o := range objs {
 		got, err := getApplied(ctx, k.RESTConfig(), o)

@@ -40,6 +40,8 @@ const (
 	configMountPath = "/etc/spire-registrar"
 	// socketVolume is the volume holding the SPIRE server's admin socket, in both topologies.
 	socketVolume = "spire-server-socket"
+	// spiffeCSIDriver mounts a SPIRE agent's Workload API socket into pods.
+	spiffeCSIDriver = "csi.spiffe.io"
 )
 
 // id names an object as kustomize does: kind, namespace and name.
@@ -87,20 +89,30 @@ func typed[T any](t *testing.T, o *unstructured.Unstructured) *T {
 // TestStandaloneManifests checks what `kubectl apply -k manifests/` creates.
 func TestStandaloneManifests(t *testing.T) {
 	objs := kustomize(t, "manifests")
-	want := []string{
-		"ClusterRole /spire-registrar",
-		"ClusterRoleBinding /spire-registrar",
-		"ConfigMap spire-system/spire-registrar",
-		"CustomResourceDefinition /clusterfederatedtrustdomains.spire.spiffe.io",
-		"CustomResourceDefinition /clusterspiffeids.spire.spiffe.io",
-		"CustomResourceDefinition /clusterstaticentries.spire.spiffe.io",
-		"Deployment spire-system/spire-registrar",
-		"Role spire-system/spire-registrar-leader-election",
-		"RoleBinding spire-system/spire-registrar-leader-election",
-		"ServiceAccount spire-system/spire-registrar",
-	}
+	checkOwnDeploymentTopology(t, objs, "manifests/")
+}
+
+// deploymentTopologyObjects are what a topology with its own Deployment creates.
+var deploymentTopologyObjects = []string{
+	"ClusterRole /spire-registrar",
+	"ClusterRoleBinding /spire-registrar",
+	"ConfigMap spire-system/spire-registrar",
+	"CustomResourceDefinition /clusterfederatedtrustdomains.spire.spiffe.io",
+	"CustomResourceDefinition /clusterspiffeids.spire.spiffe.io",
+	"CustomResourceDefinition /clusterstaticentries.spire.spiffe.io",
+	"Deployment spire-system/spire-registrar",
+	"Role spire-system/spire-registrar-leader-election",
+	"RoleBinding spire-system/spire-registrar-leader-election",
+	"ServiceAccount spire-system/spire-registrar",
+}
+
+// checkOwnDeploymentTopology checks the objects of a topology where spire-registrar is its own
+// Deployment: exactly deploymentTopologyObjects, with the bindings and rules it needs.
+func checkOwnDeploymentTopology(t *testing.T, objs []*unstructured.Unstructured, what string) {
+	t.Helper()
+	want := deploymentTopologyObjects
 	if got := ids(objs); !slices.Equal(got, want) {
-		t.Fatalf("manifests/ renders\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		t.Fatalf("%s renders\n  %s\nwant\n  %s", what, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 
 	// Both bindings grant their role to the ServiceAccount the Deployment runs as.
@@ -329,6 +341,19 @@ func checkRegistrarContainer(t *testing.T, objs []*unstructured.Unstructured, po
 	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
 		t.Fatalf("ConfigMap %s: config.yaml is refused by spire-registrar: %v", cm.Name, err)
+	}
+	if cfg.SPIREServerAddress != "" {
+		// Over TCP with mTLS: the agent's Workload API socket, in a read-only mount of the
+		// SPIFFE CSI driver's volume.
+		socketPath := strings.TrimPrefix(cfg.WorkloadAPIAddress, "unix://")
+		m, ok := mounts[path.Dir(socketPath)]
+		if !ok {
+			t.Fatalf("workloadAPISocketPath %s is in no mount (mounts: %+v)", socketPath, c.VolumeMounts)
+		}
+		if v := volume(t, pod, m.Name); v.CSI == nil || v.CSI.Driver != spiffeCSIDriver || v.CSI.ReadOnly == nil || !*v.CSI.ReadOnly {
+			t.Errorf("Workload API volume %s = %+v, want a read-only %s CSI volume", m.Name, v.VolumeSource, spiffeCSIDriver)
+		}
+		return
 	}
 	socketMount, ok := mounts[path.Dir(cfg.SPIREServerSocketPath)]
 	if !ok || socketMount.Name != socketVolume {

@@ -37,7 +37,13 @@ limitations under the License.
 // shell out to the real spire-server CLI so tests check the server's state
 // independently of the controller's own SPIRE client.
 //
-// Tests use NewKube, NewSPIRE, NewPostgres and NewSCM, which stop everything
+// A spire-agent of the same release (StartAgent) attests to a server with a
+// join token over the server's TCP address, with the unix workload attestor
+// and its Workload API on a socket of its own: it issues real X509-SVIDs to
+// local processes, including the admin SVID that lets a controller reach the
+// server's API over TCP with SPIFFE mTLS.
+//
+// Tests use NewKube, NewSPIRE, NewAgent, NewPostgres and NewSCM, which stop everything
 // in t.Cleanup; other programs use the Start functions and call Stop
 // themselves.
 package realcluster
