@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package explain answers "why has my pod no identity?": for a pod, every ClusterSPIFFEID of
 // the configured class with whether it selects the pod and why not, the entries they render
 // (or why they cannot), which declarer wins when two render the same entry, and what SPIRE
