@@ -273,10 +273,17 @@ spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
 		t.Fatal(err)
 	}
 	t.Logf("$ kubectl spire-registrar explain clusterspiffeid web-identity --config config.yaml\n%s", run("clusterspiffeid", "web-identity", "--config", config))
-	wantCounts := explain.Counts{NamespacesSelected: 2, NamespacesIgnored: 1, PodsSelected: 5, Rendered: 3, InSync: 1, Outdated: 1, Missing: 1,
+	// The cluster's namespaces: default, kube-node-lease, kube-public, kube-system (ignored), shop
+	// and ignored.
+	wantCounts := explain.Counts{NamespacesSelected: 6, NamespacesIgnored: 2, PodsSelected: 5, Rendered: 3, InSync: 1, Outdated: 1, Missing: 1,
 		RenderFailed: 1, NotScheduled: 1, Finished: 1}
 	if diff := cmp.Diff(wantCounts, c.Observed); diff != "" {
 		t.Errorf("web-identity counts (-want +got):\n%s", diff)
+	}
+	// What explain counts as status.stats counts agrees with what the controller wrote.
+	statusCounts := []int{c.Status.NamespacesSelected, c.Status.NamespacesIgnored, c.Status.PodsSelected, c.Status.PodEntryRenderFailures, c.Status.EntriesToSet}
+	if diff := cmp.Diff([]int{6, 2, 5, 1, 3}, statusCounts); diff != "" {
+		t.Errorf("web-identity status.stats as explain reads them (-want +got):\n%s", diff)
 	}
 	var failures []string
 	for _, f := range c.Failures {
