@@ -411,3 +411,31 @@ func TestStaleAndForeignEntries(t *testing.T) {
 		t.Errorf("foreign entries (-want +got):\n%s", diff)
 	}
 }
+
+// TestPodText checks the human output of a masked entry: aligned fields, the masking winner,
+// and no line ending in blanks.
+func TestPodText(t *testing.T) {
+	in := testPod()
+	in.ClusterSPIFFEIDs = a(csid("young", 5), csid("old", 1))
+	in.SPIREEntries = a(webEntry("e1"))
+	var out bytes.Buffer
+	if err := WritePodText(&out, testExplainer(t, "").Pod(in)); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"  NAME   SELECTS  REASON    DETAIL\n  old    yes      Rendered\n  young  yes      Masked    ClusterSPIFFEID old declares the same entry",
+		"    SPIRE:      in sync (entry e1)\n",
+		"    SPIRE:      not written: masked by old, which declares the same entry and is older\n",
+		"Summary: 1 entry in SPIRE as rendered.\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	for line := range strings.Lines(text) {
+		if strings.HasSuffix(line, " \n") {
+			t.Errorf("line ends in blanks: %q", line)
+		}
+	}
+}

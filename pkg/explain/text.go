@@ -17,6 +17,7 @@ limitations under the License.
 package explain
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,7 +34,15 @@ func WriteJSON(w io.Writer, explanation any) error {
 
 // WritePodText writes a pod's explanation for people: the pod, a table of ClusterSPIFFEIDs,
 // the rendered entries with their SPIRE state, and the summary.
-func WritePodText(w io.Writer, p *Pod) error {
+func WritePodText(out io.Writer, p *Pod) error {
+	var text bytes.Buffer
+	if err := writePodText(&text, p); err != nil {
+		return err
+	}
+	return writeTrimmed(out, &text)
+}
+
+func writePodText(w io.Writer, p *Pod) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Pod:\t%s (uid %s)\n", p.Pod, p.UID)
 	fmt.Fprintf(tw, "Node:\t%s\n", orNone(p.Node))
@@ -93,7 +102,17 @@ func WritePodText(w io.Writer, p *Pod) error {
 	}
 	writeEntryList(w, "Stale SPIRE entries (declared by nothing; the controller removes them):", p.StaleSPIREEntries)
 	writeEntryList(w, "SPIRE entries of the pod not owned by this controller (another entryIDPrefix):", p.ForeignSPIREEntries)
-	_, err := fmt.Fprintf(w, "\nSummary: %s\n", p.Summary)
+	fmt.Fprintf(w, "\nSummary: %s\n", p.Summary)
+	return nil
+}
+
+// writeTrimmed copies text without the trailing blanks tabwriter pads empty cells with.
+func writeTrimmed(out io.Writer, text *bytes.Buffer) error {
+	var trimmed strings.Builder
+	for line := range strings.Lines(text.String()) {
+		trimmed.WriteString(strings.TrimRight(line, " \n") + "\n")
+	}
+	_, err := io.WriteString(out, trimmed.String())
 	return err
 }
 
@@ -131,7 +150,15 @@ func writeEntryFields(tw io.Writer, indent string, e Entry) {
 }
 
 // WriteClusterSPIFFEIDText writes a ClusterSPIFFEID's explanation for people.
-func WriteClusterSPIFFEIDText(w io.Writer, c *ClusterSPIFFEID) error {
+func WriteClusterSPIFFEIDText(out io.Writer, c *ClusterSPIFFEID) error {
+	var text bytes.Buffer
+	if err := writeClusterSPIFFEIDText(&text, c); err != nil {
+		return err
+	}
+	return writeTrimmed(out, &text)
+}
+
+func writeClusterSPIFFEIDText(w io.Writer, c *ClusterSPIFFEID) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ClusterSPIFFEID:\t%s\n", c.Name)
 	fmt.Fprintf(tw, "Class:\t%q\n", c.ClassName)
