@@ -76,6 +76,7 @@ func TestExplainAgainstRealCluster(t *testing.T) {
 	pod("shop", "api", "node-1", web)
 	pod("shop", "gone", "node-1", web)
 	pod("shop", "pending", "", web)
+	pod("shop", "orphan", "node-gone", web)
 	pod("shop", "done", "node-1", web)
 	must(realcluster.SetPodPhase(ctx, client, "shop", "done", corev1.PodSucceeded))
 	pod("shop", "broken", "node-1", map[string]string{"app": "broken"})
@@ -155,14 +156,21 @@ spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
 	if res, err := spireClient.UpdateEntries(ctx, []*spiretypes.Entry{tampered}, &spiretypes.EntryMask{X509SvidTtl: true, DnsNames: true}); err != nil || res[0].Err != nil {
 		t.Fatalf("tampering with the api entry: %v %v", err, res)
 	}
-	if res, err := spireClient.DeleteEntries(ctx, []string{bySPIFFEID["spiffe://example.org/ns/shop/sa/gone"].GetId()}); err != nil || res[0].Err != nil {
+	gone := bySPIFFEID["spiffe://example.org/ns/shop/sa/gone"]
+	if res, err := spireClient.DeleteEntries(ctx, []string{gone.GetId()}); err != nil || res[0].Err != nil {
 		t.Fatalf("deleting the gone entry: %v %v", err, res)
 	}
-	// The status the controller writes for web-identity: web, api and gone set, pending a
-	// render failure, done counted as selected.
+	// An entry of the gone pod that nothing declares, as an older template left it.
+	stale := &spiretypes.Entry{SpiffeId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/ns/shop/old-gone"},
+		ParentId: gone.GetParentId(), Selectors: gone.GetSelectors()}
+	if res, err := spireClient.CreateEntries(ctx, []*spiretypes.Entry{stale}); err != nil || res[0].Err != nil {
+		t.Fatalf("creating a stale entry: %v %v", err, res)
+	}
+	// The status the controller writes for web-identity: web, api and gone set, pending and
+	// orphan render failures, done counted as selected.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		c, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, "web-identity", metav1.GetOptions{})
-		return err == nil && c.Status.Stats.PodsSelected == 5 && c.Status.Stats.EntriesToSet == 3, nil
+		return err == nil && c.Status.Stats.PodsSelected == 6 && c.Status.Stats.EntriesToSet == 3, nil
 	}); err != nil {
 		t.Fatal("web-identity's status never counted its pods")
 	}
@@ -240,6 +248,8 @@ spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
 			"default-fallback", explain.ReasonFallbackSuppressed), states: []string{"web-identity:Missing", "web-duplicate:Masked"}},
 		{pod: "shop/pending", reasons: with(notForWeb, "web-identity", explain.ReasonPodNotScheduled, "web-duplicate", explain.ReasonPodNotScheduled,
 			"default-fallback", explain.ReasonPodNotScheduled)},
+		{pod: "shop/orphan", reasons: with(notForWeb, "web-identity", explain.ReasonNodeNotFound, "web-duplicate", explain.ReasonNodeNotFound,
+			"default-fallback", explain.ReasonNodeNotFound)},
 		{pod: "shop/done", reasons: with(notForWeb, "web-identity", explain.ReasonPodFinished, "web-duplicate", explain.ReasonPodFinished,
 			"default-fallback", explain.ReasonPodFinished), ineligible: explain.ReasonPodFinished},
 		{pod: "shop/broken", reasons: with(notForWeb, "web-identity", explain.ReasonPodSelectorMismatch, "web-duplicate", explain.ReasonPodSelectorMismatch,
@@ -260,6 +270,9 @@ spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
 		if p.Reason != tc.ineligible {
 			t.Errorf("%s: pod reason %q, want %q", tc.pod, p.Reason, tc.ineligible)
 		}
+		if tc.pod == "shop/gone" && (len(p.StaleSPIREEntries) != 1 || p.StaleSPIREEntries[0].SPIFFEID != "spiffe://example.org/ns/shop/old-gone") {
+			t.Errorf("shop/gone: stale entries %+v, want the old-gone entry", p.StaleSPIREEntries)
+		}
 		if tc.pod == "shop/api" {
 			wantDiff := []explain.FieldDiff{{Field: "x509SvidTtl", SPIRE: "60", Rendered: "0"}, {Field: "dnsNames", SPIRE: "[tampered.example]", Rendered: "[api.shop]"}}
 			if diff := cmp.Diff(wantDiff, p.Entries[0].Diff); diff != "" {
@@ -275,21 +288,21 @@ spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
 	t.Logf("$ kubectl spire-registrar explain clusterspiffeid web-identity --config config.yaml\n%s", run("clusterspiffeid", "web-identity", "--config", config))
 	// The cluster's namespaces: default, kube-node-lease, kube-public, kube-system (ignored), shop
 	// and ignored.
-	wantCounts := explain.Counts{NamespacesSelected: 6, NamespacesIgnored: 2, PodsSelected: 5, Rendered: 3, InSync: 1, Outdated: 1, Missing: 1,
-		RenderFailed: 1, NotScheduled: 1, Finished: 1}
+	wantCounts := explain.Counts{NamespacesSelected: 6, NamespacesIgnored: 2, PodsSelected: 6, Rendered: 3, InSync: 1, Outdated: 1, Missing: 1,
+		RenderFailed: 2, NotScheduled: 1, Finished: 1}
 	if diff := cmp.Diff(wantCounts, c.Observed); diff != "" {
 		t.Errorf("web-identity counts (-want +got):\n%s", diff)
 	}
 	// What explain counts as status.stats counts agrees with what the controller wrote.
 	statusCounts := []int{c.Status.NamespacesSelected, c.Status.NamespacesIgnored, c.Status.PodsSelected, c.Status.PodEntryRenderFailures, c.Status.EntriesToSet}
-	if diff := cmp.Diff([]int{6, 2, 5, 1, 3}, statusCounts); diff != "" {
+	if diff := cmp.Diff([]int{6, 2, 6, 2, 3}, statusCounts); diff != "" {
 		t.Errorf("web-identity status.stats as explain reads them (-want +got):\n%s", diff)
 	}
 	var failures []string
 	for _, f := range c.Failures {
 		failures = append(failures, f.Pod+" "+f.Reason)
 	}
-	if diff := cmp.Diff([]string{"shop/api Outdated", "shop/gone Missing", "shop/pending PodNotScheduled"}, failures); diff != "" {
+	if diff := cmp.Diff([]string{"shop/api Outdated", "shop/gone Missing", "shop/orphan NodeNotFound", "shop/pending PodNotScheduled"}, failures); diff != "" {
 		t.Errorf("web-identity failures (-want +got):\n%s", diff)
 	}
 
