@@ -34,8 +34,11 @@ type ClusterSPIFFEIDInput struct {
 	ClusterSPIFFEID *spirev1alpha1.ClusterSPIFFEID
 	// Namespaces are all the cluster's namespaces.
 	Namespaces []*corev1.Namespace
-	// Pods are the pods its selectors match in namespaces not ignored, each with all a pod's
-	// explanation takes (the ClusterSPIFFEID among the input's ClusterSPIFFEIDs).
+	// ClusterSPIFFEIDs are all the cluster's ClusterSPIFFEIDs, this one among them; they are
+	// compiled once for all pods, whose own ClusterSPIFFEIDs are not used.
+	ClusterSPIFFEIDs []*spirev1alpha1.ClusterSPIFFEID
+	// Pods are the pods its selectors match in namespaces not ignored, each with what a pod's
+	// explanation takes.
 	Pods []PodInput
 }
 
@@ -70,6 +73,7 @@ func (x *Explainer) ClusterSPIFFEID(in ClusterSPIFFEIDInput, limit int) *Cluster
 		}
 	}
 
+	handled, unhandled := x.partition(in.ClusterSPIFFEIDs)
 	pods := slices.Clone(in.Pods)
 	slices.SortFunc(pods, func(a, b PodInput) int {
 		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name))
@@ -79,7 +83,7 @@ func (x *Explainer) ClusterSPIFFEID(in ClusterSPIFFEIDInput, limit int) *Cluster
 			continue
 		}
 		out.Observed.PodsSelected++
-		explained := x.Pod(p)
+		explained := x.pod(p, handled, unhandled)
 		if failure := count(&out.Observed, c.Name, explained); failure != nil {
 			if len(out.Failures) < limit {
 				out.Failures = append(out.Failures, *failure)

@@ -41,7 +41,6 @@ func TestClusterSPIFFEIDCountsAndFailures(t *testing.T) {
 		in := testPod()
 		in.Pod.Name, in.Pod.UID = name, k8stypes.UID("uid-"+name)
 		in.Pod.Spec.ServiceAccountName = name
-		in.ClusterSPIFFEIDs = all
 		if mutate != nil {
 			mutate(&in)
 		}
@@ -54,7 +53,8 @@ func TestClusterSPIFFEIDCountsAndFailures(t *testing.T) {
 		return e
 	}
 	in := ClusterSPIFFEIDInput{
-		ClusterSPIFFEID: target,
+		ClusterSPIFFEID:  target,
+		ClusterSPIFFEIDs: all,
 		Namespaces: []*corev1.Namespace{
 			{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, {ObjectMeta: metav1.ObjectMeta{Name: "ignored"}},
 		},

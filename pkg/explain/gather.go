@@ -93,8 +93,7 @@ func (s *Source) ClusterSPIFFEIDInput(ctx context.Context, cfg *config.Config, n
 		in.Namespaces = append(in.Namespaces, &namespaces.Items[i])
 	}
 	compiled := render.CompileClusterSPIFFEID(c)
-	all, err := s.clusterSPIFFEIDs(ctx)
-	if err != nil {
+	if in.ClusterSPIFFEIDs, err = s.clusterSPIFFEIDs(ctx); err != nil {
 		return in, err
 	}
 	var entries map[string][]*spiretypes.Entry
@@ -132,7 +131,7 @@ func (s *Source) ClusterSPIFFEIDInput(ctx context.Context, cfg *config.Config, n
 				nodes[pod.Spec.NodeName] = node
 			}
 			in.Pods = append(in.Pods, PodInput{Pod: pod, Namespace: ns, Node: node, EndpointSlices: slices,
-				ClusterSPIFFEIDs: all, SPIREEntries: entries[string(pod.UID)]})
+				SPIREEntries: entries[string(pod.UID)]})
 		}
 	}
 	return in, nil

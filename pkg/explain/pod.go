@@ -72,6 +72,12 @@ func New(cfg *config.Config) (*Explainer, error) {
 // controller's declarePod): the same eligibility checks, then render.Renderer.PodEntries on
 // the ClusterSPIFFEIDs of the class, most preferred first.
 func (x *Explainer) Pod(in PodInput) *Pod {
+	handled, unhandled := x.partition(in.ClusterSPIFFEIDs)
+	return x.pod(in, handled, unhandled)
+}
+
+// pod explains a pod with the ClusterSPIFFEIDs compiled once by partition.
+func (x *Explainer) pod(in PodInput, handled []*render.ClusterSPIFFEID, unhandled []Verdict) *Pod {
 	pod := in.Pod
 	out := &Pod{
 		Pod: pod.Namespace + "/" + pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName, Phase: string(pod.Status.Phase),
@@ -84,14 +90,13 @@ func (x *Explainer) Pod(in PodInput) *Pod {
 		out.Eligible, out.Reason, out.Message = false, reason, message
 	}
 
-	handled, verdicts := x.partition(in.ClusterSPIFFEIDs)
 	var declared []*render.DeclaredEntry
 	var failures []render.Failure
 	if out.Eligible {
 		declared, failures = x.renderer.PodEntries(handled, pod, in.Namespace, in.Node, in.EndpointSlices)
 	}
 	winners, maskedBy := mask(declared)
-	var handledVerdicts []Verdict
+	handledVerdicts := []Verdict{}
 	for _, c := range handled {
 		v := x.verdict(c, in, out, declared, failures, maskedBy)
 		if v.Selects && !c.Deleted.IsZero() {
@@ -99,7 +104,7 @@ func (x *Explainer) Pod(in PodInput) *Pod {
 		}
 		handledVerdicts = append(handledVerdicts, v)
 	}
-	out.ClusterSPIFFEIDs = append(handledVerdicts, verdicts...)
+	out.ClusterSPIFFEIDs = append(handledVerdicts, unhandled...)
 
 	owned, foreign := x.splitOwned(pod, in.SPIREEntries)
 	out.ForeignSPIREEntries = foreign
