@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,16 @@ import (
 )
 
 func main() {
+	if args, plugin, ok := explainArgs(os.Args); ok {
+		if plugin && args == nil {
+			fmt.Fprintf(os.Stderr, "error: as %s only \"explain\" is available, e.g. kubectl spire-registrar explain pod NAMESPACE/NAME --config FILE\n", pluginName)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := runExplain(ctx, args, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	klog.InitFlags(nil)
 	var opts app.Options
 	opts.AddFlags(flag.CommandLine)

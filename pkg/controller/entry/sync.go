@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -94,7 +93,7 @@ func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error)
 		}
 		active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
 	}
-	slices.SortFunc(active, func(a, b *render.ClusterSPIFFEID) int { return a.Declarer("").Compare(b.Declarer("")) })
+	render.SortByPreference(active)
 	return active, nil
 }
 

@@ -1,0 +1,65 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconciler
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+)
+
+// TestOutdatedFields checks that explain's wrapper names the fields a sync would update, and
+// nothing for an entry that differs only in order.
+func TestOutdatedFields(t *testing.T) {
+	desired := &spiretypes.Entry{X509SvidTtl: 3600, DnsNames: []string{"a", "b"}, FederatesWith: []string{"x.org"}, Hint: "h"}
+	current := &spiretypes.Entry{X509SvidTtl: 60, DnsNames: []string{"b", "a"}, FederatesWith: []string{"x.org"}, Admin: true}
+	if diff := cmp.Diff([]string{"x509SvidTtl", "admin", "hint"}, OutdatedFields(current, desired)); diff != "" {
+		t.Errorf("outdated fields (-want +got):\n%s", diff)
+	}
+	current = &spiretypes.Entry{X509SvidTtl: 3600, DnsNames: []string{"b", "a"}, FederatesWith: []string{"x.org"}, Hint: "h"}
+	if got := OutdatedFields(current, desired); got != nil {
+		t.Errorf("outdated fields of an up-to-date entry: %v, want none", got)
+	}
+}
+
+// TestOwns checks that explain's wrapper applies the entry ID prefix and never owns join-token
+// agent entries.
+func TestOwns(t *testing.T) {
+	pod := func(id string) *spiretypes.Entry {
+		return &spiretypes.Entry{Id: id, Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:u"}}}
+	}
+	joinToken := &spiretypes.Entry{Id: "jt", ParentId: &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/spire/agent/join_token/t"},
+		Selectors: []*spiretypes.Selector{{Type: "spiffe_id", Value: "spiffe://example.org/spire/agent/join_token/t"}}}
+	cases := []struct {
+		name  string
+		opts  Options
+		entry *spiretypes.Entry
+		want  bool
+	}{
+		{name: "no prefix owns all", entry: pod("any"), want: true},
+		{name: "own prefix", opts: Options{EntryIDPrefix: "mine"}, entry: pod("mine.1"), want: true},
+		{name: "other prefix", opts: Options{EntryIDPrefix: "mine"}, entry: pod("theirs.1")},
+		{name: "pod entries skipped", opts: Options{SkipPodEntries: true}, entry: pod("any")},
+		{name: "join token agent", entry: joinToken},
+	}
+	for _, tc := range cases {
+		if got := Owns(tc.opts, tc.entry); got != tc.want {
+			t.Errorf("%s: Owns = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
