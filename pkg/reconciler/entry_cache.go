@@ -30,11 +30,24 @@ import (
 // kept current by the results of the controller's own writes, and replaced by every resync,
 // which is what repairs changes made behind the controller's back.
 //
+// A resync lists SPIRE without stopping the writes of syncs. While its list is in flight the
+// cache journals every put and remove, and the listed entries replace the content only merged
+// with that journal (see replaceListed), so a write the list missed is not lost and one it
+// saw before a later remove does not come back.
+//
 // Entries are indexed by the pod UID they are scoped to, so a pod sync reads its current
 // entries without calling SPIRE. Stored entries are never modified; callers must not modify
 // what they get.
 type entryCache struct {
-	mu    sync.RWMutex
+	mu sync.RWMutex
+	entryIndex
+	// journal holds, while a list is in flight, the last write of every entry ID since the list
+	// began: the entry as SPIRE echoed it, or nil for a remove. It is nil otherwise.
+	journal map[string]*spiretypes.Entry
+}
+
+// entryIndex holds entries by ID, by pod and by key.
+type entryIndex struct {
 	byID  map[string]*spiretypes.Entry
 	byPod map[types.UID]map[string]*spiretypes.Entry
 	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
@@ -42,59 +55,111 @@ type entryCache struct {
 }
 
 func newEntryCache() *entryCache {
-	return &entryCache{
-		byID:  map[string]*spiretypes.Entry{},
-		byPod: map[types.UID]map[string]*spiretypes.Entry{},
+	return &entryCache{entryIndex: newEntryIndex(0)}
+}
+
+func newEntryIndex(size int) entryIndex {
+	return entryIndex{
+		byID:  make(map[string]*spiretypes.Entry, size),
+		byPod: make(map[types.UID]map[string]*spiretypes.Entry, size/4),
 		byKey: map[render.Key]map[string]*spiretypes.Entry{},
 	}
 }
 
 // replace swaps the whole content for a fresh list.
 func (c *entryCache) replace(entries []*spiretypes.Entry) {
+	idx := indexOf(entries)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.byID = make(map[string]*spiretypes.Entry, len(entries))
-	c.byPod = make(map[types.UID]map[string]*spiretypes.Entry, len(entries))
-	c.byKey = map[render.Key]map[string]*spiretypes.Entry{}
-	for _, e := range entries {
-		c.putLocked(e)
+	c.entryIndex = idx
+}
+
+// beginList starts journaling writes for a list that is about to be made.
+func (c *entryCache) beginList() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.journal = map[string]*spiretypes.Entry{}
+}
+
+// abortList stops journaling and keeps the content: the list failed.
+func (c *entryCache) abortList() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.journal = nil
+}
+
+// replaceListed swaps the content for the entries a list returned, merged with the writes
+// journaled since beginList: a journaled remove wins, and where the list and the journal both
+// hold an entry the higher revision wins (the journal on a tie, being the later echo). The
+// listed entries are indexed outside the lock, so syncs wait only for the merge.
+func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
+	idx := indexOf(listed)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, written := range c.journal {
+		if written != nil {
+			if seen := idx.byID[id]; seen != nil && seen.GetRevisionNumber() > written.GetRevisionNumber() {
+				continue
+			}
+			idx.remove(id)
+			idx.put(written)
+			continue
+		}
+		idx.remove(id)
 	}
+	c.entryIndex = idx
+	c.journal = nil
+}
+
+func indexOf(entries []*spiretypes.Entry) entryIndex {
+	idx := newEntryIndex(len(entries))
+	for _, e := range entries {
+		idx.put(e)
+	}
+	return idx
 }
 
 // put stores an entry as SPIRE echoed it, replacing any previous version with its ID.
 func (c *entryCache) put(e *spiretypes.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(e.GetId())
-	c.putLocked(e)
+	c.entryIndex.remove(e.GetId())
+	c.entryIndex.put(e)
+	if c.journal != nil {
+		c.journal[e.GetId()] = e
+	}
 }
 
 // remove forgets an entry.
 func (c *entryCache) remove(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(id)
-}
-
-func (c *entryCache) putLocked(e *spiretypes.Entry) {
-	c.byID[e.GetId()] = e
-	if uid := render.PodUIDOf(e); uid != "" {
-		addToIndex(c.byPod, uid, e)
-	} else {
-		addToIndex(c.byKey, render.KeyOf(e), e)
+	c.entryIndex.remove(id)
+	if c.journal != nil {
+		c.journal[id] = nil
 	}
 }
 
-func (c *entryCache) removeLocked(id string) {
-	e, ok := c.byID[id]
+// put adds an entry whose ID the index does not hold.
+func (x entryIndex) put(e *spiretypes.Entry) {
+	x.byID[e.GetId()] = e
+	if uid := render.PodUIDOf(e); uid != "" {
+		addToIndex(x.byPod, uid, e)
+	} else {
+		addToIndex(x.byKey, render.KeyOf(e), e)
+	}
+}
+
+func (x entryIndex) remove(id string) {
+	e, ok := x.byID[id]
 	if !ok {
 		return
 	}
-	delete(c.byID, id)
+	delete(x.byID, id)
 	if uid := render.PodUIDOf(e); uid != "" {
-		removeFromIndex(c.byPod, uid, id)
+		removeFromIndex(x.byPod, uid, id)
 	} else {
-		removeFromIndex(c.byKey, render.KeyOf(e), id)
+		removeFromIndex(x.byKey, render.KeyOf(e), id)
 	}
 }
 
@@ -124,6 +189,21 @@ func (c *entryCache) forKey(k render.Key) []*spiretypes.Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return values(c.byKey[k])
+}
+
+// scopes returns the pods and the keys of no pod that the cache holds entries for.
+func (c *entryCache) scopes() ([]types.UID, []render.Key) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	pods := make([]types.UID, 0, len(c.byPod))
+	for uid := range c.byPod {
+		pods = append(pods, uid)
+	}
+	keys := make([]render.Key, 0, len(c.byKey))
+	for k := range c.byKey {
+		keys = append(keys, k)
+	}
+	return pods, keys
 }
 
 func values(m map[string]*spiretypes.Entry) []*spiretypes.Entry {
