@@ -41,6 +41,9 @@ import (
 type entryCache struct {
 	mu sync.RWMutex
 	entryIndex
+	// interner shares what entries repeat. Each list starts a new one, so what no entry uses
+	// any more goes with the next resync.
+	interner *interner
 	// journal holds, while a list is in flight, the last write of every entry ID since the list
 	// began: the entry as SPIRE echoed it, or nil for a remove. It is nil otherwise.
 	journal map[string]*spiretypes.Entry
@@ -55,7 +58,7 @@ type entryIndex struct {
 }
 
 func newEntryCache() *entryCache {
-	return &entryCache{entryIndex: newEntryIndex(0)}
+	return &entryCache{entryIndex: newEntryIndex(0), interner: newInterner()}
 }
 
 func newEntryIndex(size int) entryIndex {
@@ -66,12 +69,12 @@ func newEntryIndex(size int) entryIndex {
 	}
 }
 
-// replace swaps the whole content for a fresh list.
+// replace swaps the whole content for a fresh list, whose entries it takes over.
 func (c *entryCache) replace(entries []*spiretypes.Entry) {
-	idx := indexOf(entries)
+	idx, in := indexOf(entries)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.entryIndex = idx
+	c.entryIndex, c.interner = idx, in
 }
 
 // beginList starts journaling writes for a list that is about to be made.
@@ -88,12 +91,13 @@ func (c *entryCache) abortList() {
 	c.journal = nil
 }
 
-// replaceListed swaps the content for the entries a list returned, merged with the writes
+// replaceListed swaps the content for the entries a list returned, which it takes over, merged
+// with the writes
 // journaled since beginList: a journaled remove wins, and where the list and the journal both
 // hold an entry the higher revision wins (the journal on a tie, being the later echo). The
 // listed entries are indexed outside the lock, so syncs wait only for the merge.
 func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
-	idx := indexOf(listed)
+	idx, in := indexOf(listed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, written := range c.journal {
@@ -101,28 +105,33 @@ func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
 			if seen := idx.byID[id]; seen != nil && seen.GetRevisionNumber() > written.GetRevisionNumber() {
 				continue
 			}
+			// Interned at its put, by the previous interner, whose parts it keeps: it is
+			// already shared with syncs and must not change.
 			idx.remove(id)
 			idx.put(written)
 			continue
 		}
 		idx.remove(id)
 	}
-	c.entryIndex = idx
+	c.entryIndex, c.interner = idx, in
 	c.journal = nil
 }
 
-func indexOf(entries []*spiretypes.Entry) entryIndex {
-	idx := newEntryIndex(len(entries))
+func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
+	idx, in := newEntryIndex(len(entries)), newInterner()
 	for _, e := range entries {
+		in.entry(e)
 		idx.put(e)
 	}
-	return idx
+	return idx, in
 }
 
-// put stores an entry as SPIRE echoed it, replacing any previous version with its ID.
+// put stores an entry as SPIRE echoed it, replacing any previous version with its ID. It takes
+// the entry over.
 func (c *entryCache) put(e *spiretypes.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.interner.entry(e)
 	c.entryIndex.remove(e.GetId())
 	c.entryIndex.put(e)
 	if c.journal != nil {
