@@ -18,12 +18,16 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -271,5 +275,96 @@ func TestFailedListKeepsCache(t *testing.T) {
 	}
 	if n := server.WriteCalls(); n != 0 {
 		t.Errorf("after a failed list the cache lost p1's entry: its sync wrote %d times", n)
+	}
+}
+
+// TestSyncsAndResyncsConverge creates pods one after another and deletes others while full
+// resyncs run back to back, then syncs every pod once more: SPIRE must then hold every
+// declared entry once and nothing else, so the cache lost no write and no write was repeated,
+// and a last resync writes nothing. The in-memory SPIRE does not refuse duplicates, so an
+// entry the cache lost shows as a duplicate.
+func TestSyncsAndResyncsConverge(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := newMemClient()
+	client.listDelay = time.Millisecond
+	r := NewReconciler(client, Options{})
+
+	const pods = 300
+	live := map[types.UID][]*render.DeclaredEntry{}
+	var order []types.UID
+	for i := range pods {
+		uid := types.UID(fmt.Sprintf("p%d", i))
+		order = append(order, uid)
+		if i%4 == 3 {
+			// Gone pods: SPIRE holds their entries, nothing declares them.
+			if _, err := client.CreateEntries(ctx, []*spiretypes.Entry{podEntry("", string(uid), "/gone/"+string(uid))}); err != nil {
+				t.Fatal(err)
+			}
+			live[uid] = nil
+			continue
+		}
+		for k := range 2 {
+			live[uid] = append(live[uid], declare(podEntry("", string(uid), fmt.Sprintf("/%s/%d", uid, k)), fmt.Sprintf("id-%d", k), 0, string(uid)))
+		}
+	}
+	// The cluster as declare sees it: the pods created so far.
+	var mu sync.Mutex
+	var declared []*render.DeclaredEntry
+	declareAll := func(context.Context) (Declared, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return Declared{Entries: slices.Clone(declared)}, nil
+	}
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := r.Resync(ctx, declareAll); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		defer close(done)
+		for _, uid := range order {
+			mu.Lock()
+			declared = append(declared, live[uid]...)
+			mu.Unlock()
+			if _, err := r.Sync(ctx, PodScope(uid), live[uid]); err != nil {
+				t.Error(err)
+				return
+			}
+			runtime.Gosched()
+		}
+	})
+	wg.Wait()
+	for uid, ds := range live {
+		if _, err := r.Sync(ctx, PodScope(uid), ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var want []string
+	for _, d := range declared {
+		want = append(want, d.Entry.GetSpiffeId().GetPath())
+	}
+	slices.Sort(want)
+	listed, _ := client.ListEntries(ctx)
+	if diff := cmp.Diff(want, spiffePaths(listed)); diff != "" {
+		t.Errorf("SPIRE entries (-want +got):\n%s", diff)
+	}
+	res, err := r.Resync(ctx, declareAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := res.Plan.writes(); w != 0 {
+		t.Errorf("a resync after convergence planned %d writes", w)
 	}
 }
