@@ -17,6 +17,7 @@ limitations under the License.
 package reconciler
 
 import (
+	"slices"
 	"sync"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -49,12 +50,14 @@ type entryCache struct {
 	journal map[string]*spiretypes.Entry
 }
 
-// entryIndex holds entries by ID, by pod and by key.
+// entryIndex holds entries by ID, by pod and by key. A pod has about one entry per
+// ClusterSPIFFEID and a key one entry, so slices serve those indexes in a fraction of the
+// memory maps take.
 type entryIndex struct {
 	byID  map[string]*spiretypes.Entry
-	byPod map[types.UID]map[string]*spiretypes.Entry
+	byPod map[types.UID][]*spiretypes.Entry
 	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
-	byKey map[render.Key]map[string]*spiretypes.Entry
+	byKey map[render.Key][]*spiretypes.Entry
 }
 
 func newEntryCache() *entryCache {
@@ -64,8 +67,8 @@ func newEntryCache() *entryCache {
 func newEntryIndex(size int) entryIndex {
 	return entryIndex{
 		byID:  make(map[string]*spiretypes.Entry, size),
-		byPod: make(map[types.UID]map[string]*spiretypes.Entry, size/4),
-		byKey: map[render.Key]map[string]*spiretypes.Entry{},
+		byPod: make(map[types.UID][]*spiretypes.Entry, size/4),
+		byKey: map[render.Key][]*spiretypes.Entry{},
 	}
 }
 
@@ -172,18 +175,18 @@ func (x entryIndex) remove(id string) {
 	}
 }
 
-func addToIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, e *spiretypes.Entry) {
-	if index[k] == nil {
-		index[k] = map[string]*spiretypes.Entry{}
-	}
-	index[k][e.GetId()] = e
+func addToIndex[K comparable](index map[K][]*spiretypes.Entry, k K, e *spiretypes.Entry) {
+	index[k] = append(index[k], e)
 }
 
-func removeFromIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, id string) {
-	delete(index[k], id)
-	if len(index[k]) == 0 {
+// removeFromIndex drops an entry in place: the slices never leave the cache's lock.
+func removeFromIndex[K comparable](index map[K][]*spiretypes.Entry, k K, id string) {
+	entries := slices.DeleteFunc(index[k], func(e *spiretypes.Entry) bool { return e.GetId() == id })
+	if len(entries) == 0 {
 		delete(index, k)
+		return
 	}
+	index[k] = entries
 }
 
 // forPod returns the entries scoped to a pod.
@@ -215,10 +218,7 @@ func (c *entryCache) scopes() ([]types.UID, []render.Key) {
 	return pods, keys
 }
 
-func values(m map[string]*spiretypes.Entry) []*spiretypes.Entry {
-	out := make([]*spiretypes.Entry, 0, len(m))
-	for _, e := range m {
-		out = append(out, e)
-	}
-	return out
+// values copies an index's slice, so that the caller may keep and modify it.
+func values(entries []*spiretypes.Entry) []*spiretypes.Entry {
+	return append(make([]*spiretypes.Entry, 0, len(entries)), entries...)
 }
