@@ -146,8 +146,9 @@ type Declared struct {
 }
 
 // Sync makes the entries in scope equal to the declared entries in scope; declared entries
-// outside it are ignored. It reads the cache, not SPIRE. The error aggregates every failed
-// write, so the caller retries the scope.
+// outside it are ignored. It reads the cache, not SPIRE, and never waits for a resync's list
+// or declare: only for a sync or resync writing the same scope. The error aggregates every
+// failed write, so the caller retries the scope.
 func (r *Reconciler) Sync(ctx context.Context, scope Scope, declared []*render.DeclaredEntry) (Result, error) {
 	scopes := scope.scopeKeys()
 	defer r.scopeLocks.lock(scopes...)()
