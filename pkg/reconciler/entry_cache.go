@@ -17,6 +17,7 @@ limitations under the License.
 package reconciler
 
 import (
+	"slices"
 	"sync"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -30,86 +31,162 @@ import (
 // kept current by the results of the controller's own writes, and replaced by every resync,
 // which is what repairs changes made behind the controller's back.
 //
+// A resync lists SPIRE without stopping the writes of syncs. While its list is in flight the
+// cache journals every put and remove, and the listed entries replace the content only merged
+// with that journal (see replaceListed), so a write the list missed is not lost and one it
+// saw before a later remove does not come back.
+//
 // Entries are indexed by the pod UID they are scoped to, so a pod sync reads its current
 // entries without calling SPIRE. Stored entries are never modified; callers must not modify
 // what they get.
 type entryCache struct {
-	mu    sync.RWMutex
+	mu sync.RWMutex
+	entryIndex
+	// interner shares what entries repeat. Each list starts a new one, so what no entry uses
+	// any more goes with the next resync.
+	interner *interner
+	// journal holds, while a list is in flight, the last write of every entry ID since the list
+	// began: the entry as SPIRE echoed it, or nil for a remove. It is nil otherwise.
+	journal map[string]*spiretypes.Entry
+}
+
+// entryIndex holds entries by ID, by pod and by key. A pod has about one entry per
+// ClusterSPIFFEID and a key one entry, so slices serve those indexes in a fraction of the
+// memory maps take.
+type entryIndex struct {
 	byID  map[string]*spiretypes.Entry
-	byPod map[types.UID]map[string]*spiretypes.Entry
+	byPod map[types.UID][]*spiretypes.Entry
 	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
-	byKey map[render.Key]map[string]*spiretypes.Entry
+	byKey map[render.Key][]*spiretypes.Entry
 }
 
 func newEntryCache() *entryCache {
-	return &entryCache{
-		byID:  map[string]*spiretypes.Entry{},
-		byPod: map[types.UID]map[string]*spiretypes.Entry{},
-		byKey: map[render.Key]map[string]*spiretypes.Entry{},
+	return &entryCache{entryIndex: newEntryIndex(0), interner: newInterner()}
+}
+
+func newEntryIndex(size int) entryIndex {
+	return entryIndex{
+		byID:  make(map[string]*spiretypes.Entry, size),
+		byPod: make(map[types.UID][]*spiretypes.Entry, size/4),
+		byKey: map[render.Key][]*spiretypes.Entry{},
 	}
 }
 
-// replace swaps the whole content for a fresh list.
+// replace swaps the whole content for a fresh list, whose entries it takes over.
 func (c *entryCache) replace(entries []*spiretypes.Entry) {
+	idx, in := indexOf(entries)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.byID = make(map[string]*spiretypes.Entry, len(entries))
-	c.byPod = make(map[types.UID]map[string]*spiretypes.Entry, len(entries))
-	c.byKey = map[render.Key]map[string]*spiretypes.Entry{}
-	for _, e := range entries {
-		c.putLocked(e)
-	}
+	c.entryIndex, c.interner = idx, in
 }
 
-// put stores an entry as SPIRE echoed it, replacing any previous version with its ID.
+// beginList starts journaling writes for a list that is about to be made.
+func (c *entryCache) beginList() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.journal = map[string]*spiretypes.Entry{}
+}
+
+// abortList stops journaling and keeps the content: the list failed.
+func (c *entryCache) abortList() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.journal = nil
+}
+
+// replaceListed swaps the content for the entries a list returned, which it takes over, merged
+// with the writes
+// journaled since beginList: a journaled remove wins, and where the list and the journal both
+// hold an entry the higher revision wins (the journal on a tie, being the later echo). The
+// listed entries are indexed outside the lock, so syncs wait only for the merge.
+func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
+	idx, in := indexOf(listed)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, written := range c.journal {
+		if written != nil {
+			if seen := idx.byID[id]; seen != nil && seen.GetRevisionNumber() > written.GetRevisionNumber() {
+				continue
+			}
+			// Interned at its put, by the previous interner, whose parts it keeps: it is
+			// already shared with syncs and must not change.
+			idx.remove(id)
+			idx.put(written)
+			continue
+		}
+		idx.remove(id)
+	}
+	c.entryIndex, c.interner = idx, in
+	c.journal = nil
+}
+
+func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
+	idx, in := newEntryIndex(len(entries)), newInterner()
+	for _, e := range entries {
+		in.entry(e)
+		idx.put(e)
+	}
+	return idx, in
+}
+
+// put stores an entry as SPIRE echoed it, replacing any previous version with its ID. It takes
+// the entry over.
 func (c *entryCache) put(e *spiretypes.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(e.GetId())
-	c.putLocked(e)
+	c.interner.entry(e)
+	c.entryIndex.remove(e.GetId())
+	c.entryIndex.put(e)
+	if c.journal != nil {
+		c.journal[e.GetId()] = e
+	}
 }
 
 // remove forgets an entry.
 func (c *entryCache) remove(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(id)
-}
-
-func (c *entryCache) putLocked(e *spiretypes.Entry) {
-	c.byID[e.GetId()] = e
-	if uid := render.PodUIDOf(e); uid != "" {
-		addToIndex(c.byPod, uid, e)
-	} else {
-		addToIndex(c.byKey, render.KeyOf(e), e)
+	c.entryIndex.remove(id)
+	if c.journal != nil {
+		c.journal[id] = nil
 	}
 }
 
-func (c *entryCache) removeLocked(id string) {
-	e, ok := c.byID[id]
+// put adds an entry whose ID the index does not hold.
+func (x entryIndex) put(e *spiretypes.Entry) {
+	x.byID[e.GetId()] = e
+	if uid := render.PodUIDOf(e); uid != "" {
+		addToIndex(x.byPod, uid, e)
+	} else {
+		addToIndex(x.byKey, render.KeyOf(e), e)
+	}
+}
+
+func (x entryIndex) remove(id string) {
+	e, ok := x.byID[id]
 	if !ok {
 		return
 	}
-	delete(c.byID, id)
+	delete(x.byID, id)
 	if uid := render.PodUIDOf(e); uid != "" {
-		removeFromIndex(c.byPod, uid, id)
+		removeFromIndex(x.byPod, uid, id)
 	} else {
-		removeFromIndex(c.byKey, render.KeyOf(e), id)
+		removeFromIndex(x.byKey, render.KeyOf(e), id)
 	}
 }
 
-func addToIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, e *spiretypes.Entry) {
-	if index[k] == nil {
-		index[k] = map[string]*spiretypes.Entry{}
-	}
-	index[k][e.GetId()] = e
+func addToIndex[K comparable](index map[K][]*spiretypes.Entry, k K, e *spiretypes.Entry) {
+	index[k] = append(index[k], e)
 }
 
-func removeFromIndex[K comparable](index map[K]map[string]*spiretypes.Entry, k K, id string) {
-	delete(index[k], id)
-	if len(index[k]) == 0 {
+// removeFromIndex drops an entry in place: the slices never leave the cache's lock.
+func removeFromIndex[K comparable](index map[K][]*spiretypes.Entry, k K, id string) {
+	entries := slices.DeleteFunc(index[k], func(e *spiretypes.Entry) bool { return e.GetId() == id })
+	if len(entries) == 0 {
 		delete(index, k)
+		return
 	}
+	index[k] = entries
 }
 
 // forPod returns the entries scoped to a pod.
@@ -126,10 +203,22 @@ func (c *entryCache) forKey(k render.Key) []*spiretypes.Entry {
 	return values(c.byKey[k])
 }
 
-func values(m map[string]*spiretypes.Entry) []*spiretypes.Entry {
-	out := make([]*spiretypes.Entry, 0, len(m))
-	for _, e := range m {
-		out = append(out, e)
+// scopes returns the pods and the keys of no pod that the cache holds entries for.
+func (c *entryCache) scopes() ([]types.UID, []render.Key) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	pods := make([]types.UID, 0, len(c.byPod))
+	for uid := range c.byPod {
+		pods = append(pods, uid)
 	}
-	return out
+	keys := make([]render.Key, 0, len(c.byKey))
+	for k := range c.byKey {
+		keys = append(keys, k)
+	}
+	return pods, keys
+}
+
+// values copies an index's slice, so that the caller may keep and modify it.
+func values(entries []*spiretypes.Entry) []*spiretypes.Entry {
+	return append(make([]*spiretypes.Entry, 0, len(entries)), entries...)
 }

@@ -18,6 +18,7 @@ package reconciler
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -149,5 +150,25 @@ func TestEntryCacheReturnsWhatItWasGiven(t *testing.T) {
 	got[0] = nil
 	if again := c.forPod("p1"); !slices.ContainsFunc(again, func(x *spiretypes.Entry) bool { return x.GetId() == "e1" }) {
 		t.Errorf("modifying a returned slice changed the cache: %v", again)
+	}
+}
+
+// TestEntryCacheSharesRepeatedParts: entries listed or put keep their content, while what
+// they repeat (parent ID, selectors) is held once.
+func TestEntryCacheSharesRepeatedParts(t *testing.T) {
+	c := newEntryCache()
+	c.beginList()
+	c.replaceListed([]*spiretypes.Entry{podEntry("e1", "p1", "/a", "x.example"), podEntry("e2", "p1", "/b")})
+	c.put(podEntry("e3", "p1", "/c"))
+	got := c.forPod("p1")
+	slices.SortFunc(got, func(a, b *spiretypes.Entry) int { return strings.Compare(a.GetId(), b.GetId()) })
+	want := []*spiretypes.Entry{podEntry("e1", "p1", "/a", "x.example"), podEntry("e2", "p1", "/b"), podEntry("e3", "p1", "/c")}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Fatalf("forPod (-want +got):\n%s", diff)
+	}
+	for _, e := range got[1:] {
+		if e.GetParentId() != got[0].GetParentId() || e.GetSelectors()[0] != got[0].GetSelectors()[0] {
+			t.Errorf("entry %s holds its own copy of the parent ID or pod selector", e.GetId())
+		}
 	}
 }

@@ -20,22 +20,20 @@ limitations under the License.
 // and applies it. finalize is the only code that writes to SPIRE.
 //
 // Two calls use it. Sync reconciles one scope (one pod's entries, or the entries of a few
-// keys) against the cache, without reading SPIRE. Resync lists SPIRE in full, replaces the
-// cache and reconciles everything; it excludes every Sync while it runs.
+// keys) against the cache, without reading SPIRE. Resync lists SPIRE in full, merges the list
+// into the cache and reconciles everything, scope by scope; syncs go on while it runs, and
+// wait only for the scopes it writes.
 package reconciler
 
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
@@ -66,13 +64,16 @@ type Reconciler struct {
 	cache *entryCache
 	// fieldSupport learns which optional entry fields the server keeps.
 	fieldSupport *fieldSupport
-	// counters are the per-pod outcomes behind ClusterSPIFFEID status. They change under the
-	// same lock as the cache, so a resync's outcomes never overwrite a newer sync's.
+	// counters are the per-pod outcomes behind ClusterSPIFFEID status. A resync leaves the
+	// counters of the pods that syncs wrote while it ran to them.
 	counters *StatusCounters
 
-	// resyncLock lets syncs run concurrently (read) but never alongside a full resync
-	// (write), which replaces the entry cache under them.
-	resyncLock sync.RWMutex
+	// scopeLocks serialize the writes of one scope, by a sync or by a resync.
+	scopeLocks *scopeLocks
+	// epochs tell a resync which scopes syncs finished while it ran.
+	epochs *syncEpochs
+	// resyncMu lets one resync run at a time. Syncs never take it.
+	resyncMu sync.Mutex
 }
 
 // NewReconciler returns a reconciler writing through client. Its cache is empty until the
@@ -86,6 +87,8 @@ func NewReconciler(client spire.EntryClient, opts Options) *Reconciler {
 		cache:        newEntryCache(),
 		fieldSupport: &fieldSupport{},
 		counters:     NewStatusCounters(),
+		scopeLocks:   newScopeLocks(),
+		epochs:       newSyncEpochs(),
 	}
 }
 
@@ -113,6 +116,18 @@ func KeyScope(keys ...render.Key) Scope {
 	return Scope{keys: keys}
 }
 
+// scopeKeys returns the scopes a Sync writes.
+func (s Scope) scopeKeys() []scopeKey {
+	if s.podUID != "" {
+		return []scopeKey{podScopeKey(s.podUID)}
+	}
+	out := make([]scopeKey, 0, len(s.keys))
+	for _, k := range s.keys {
+		out = append(out, entryKeyScopeKey(k))
+	}
+	return out
+}
+
 // Result is what a Sync or Resync planned and what of it failed.
 type Result struct {
 	Plan Plan
@@ -131,11 +146,14 @@ type Declared struct {
 }
 
 // Sync makes the entries in scope equal to the declared entries in scope; declared entries
-// outside it are ignored. It reads the cache, not SPIRE. The error aggregates every failed
-// write, so the caller retries the scope.
+// outside it are ignored. It reads the cache, not SPIRE, and never waits for a resync's list
+// or declare: only for a sync or resync writing the same scope. The error aggregates every
+// failed write, so the caller retries the scope.
 func (r *Reconciler) Sync(ctx context.Context, scope Scope, declared []*render.DeclaredEntry) (Result, error) {
-	r.resyncLock.RLock()
-	defer r.resyncLock.RUnlock()
+	scopes := scope.scopeKeys()
+	defer r.scopeLocks.lock(scopes...)()
+	epoch := r.epochs.enter()
+	defer epoch.leave()
 
 	var current []*spiretypes.Entry
 	var inScope []*render.DeclaredEntry
@@ -159,100 +177,14 @@ func (r *Reconciler) Sync(ctx context.Context, scope Scope, declared []*render.D
 	p := reconcile(inScope, current, r.fieldSupport.get())
 	failures, err := r.finalize(ctx, p)
 	res := Result{Plan: p, Failures: failures}
+	// Marked before the counters are recorded: a resync that sees the mark leaves this pod's
+	// counters alone, and one that does not has recorded before this sync records.
+	epoch.touch(scopes)
 	if scope.podUID != "" {
 		byPod := outcomes(p, failures, map[types.UID][]string{scope.podUID: scope.renderFailures})
 		res.StatusChanged = r.counters.Record(scope.podUID, byPod[scope.podUID])
 	}
 	return res, err
-}
-
-// ResyncResult is what a full resync did, and what the caller should retry on its own.
-type ResyncResult struct {
-	Result
-	// RetryPods and RetryNames are the pods, and the declarers of entries of no pod, whose
-	// writes failed. Other leftovers wait for the next resync, the only path that deletes
-	// them.
-	RetryPods  []types.UID
-	RetryNames []string
-	// WriteErr aggregates the failed writes. They do not fail the resync: the picture it
-	// acted on was complete.
-	WriteErr error
-}
-
-// Resync lists every entry of SPIRE, replaces the cache with the owned ones and makes them
-// equal to what declare returns; it deletes the leftovers of EntryIDPrefixCleanup too. declare
-// runs once SPIRE is listed, with every Sync excluded, so that nothing is written between what
-// it declares and what the plan acts on.
-//
-// It fails only when SPIRE cannot be listed or declare fails, and then writes nothing: a
-// partial picture must not turn into deletes.
-func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (Declared, error)) (ResyncResult, error) {
-	r.resyncLock.Lock()
-	defer r.resyncLock.Unlock()
-	start := time.Now()
-
-	all, err := r.client.ListEntries(ctx)
-	if err != nil {
-		return ResyncResult{}, fmt.Errorf("listing SPIRE entries: %w", err)
-	}
-	owned := make([]*spiretypes.Entry, 0, len(all))
-	var leftovers []*spiretypes.Entry
-	for _, e := range all {
-		switch {
-		case r.ownership.owns(e):
-			owned = append(owned, e)
-		case r.ownership.deleteOnly(e):
-			leftovers = append(leftovers, e)
-		}
-	}
-	r.cache.replace(owned)
-
-	declared, err := declare(ctx)
-	if err != nil {
-		return ResyncResult{}, err
-	}
-	p := reconcile(declared.Entries, owned, r.fieldSupport.get())
-	p.ToDelete = append(p.ToDelete, leftovers...)
-	failures, writeErr := r.finalize(ctx, p)
-	klog.FromContext(ctx).V(2).Info("Full resync done", "duration", time.Since(start), "entries", len(all), "owned", len(owned),
-		"declared", len(declared.Entries), "created", len(p.ToCreate), "updated", len(p.ToUpdate), "deleted", len(p.ToDelete),
-		"masked", len(p.Masked))
-
-	res := ResyncResult{Result: Result{Plan: p, Failures: failures}, WriteErr: writeErr}
-	res.StatusChanged = r.counters.ReplaceAll(outcomes(p, failures, declared.RenderFailures))
-	if writeErr != nil {
-		res.RetryPods, res.RetryNames = r.retries(p, failures)
-	}
-	return res, nil
-}
-
-// retries returns the pods and the declarers of entries of no pod whose writes failed.
-func (r *Reconciler) retries(p Plan, failures map[render.Key]error) ([]types.UID, []string) {
-	var pods []types.UID
-	var names []string
-	retry := func(d *render.DeclaredEntry) {
-		if failures[d.Key] == nil {
-			return
-		}
-		if d.Declarer.PodUID != "" {
-			pods = append(pods, d.Declarer.PodUID)
-		} else {
-			names = append(names, d.Declarer.Name)
-		}
-	}
-	for _, d := range p.ToCreate {
-		retry(d)
-	}
-	for _, u := range p.ToUpdate {
-		retry(u.Desired)
-	}
-	// A pod entry whose delete failed is still cached; the pod's sync deletes it again.
-	for _, e := range p.ToDelete {
-		if uid := render.PodUIDOf(e); uid != "" && len(r.cache.forPod(uid)) > 0 {
-			pods = append(pods, uid)
-		}
-	}
-	return pods, names
 }
 
 // outcomes returns, per pod, the outcome of every ClusterSPIFFEID that applies to it: a

@@ -105,17 +105,26 @@ func (t *StatusCounters) recordLocked(uid types.UID, outs PodOutcomes) []string 
 // ReplaceAll sets the outcomes of every pod at once, as a full resync computes them, and
 // returns the names of the ClusterSPIFFEIDs whose counters may have changed.
 func (t *StatusCounters) ReplaceAll(all map[types.UID]PodOutcomes) []string {
+	return t.replaceAllExcept(all, func(types.UID) bool { return false })
+}
+
+// replaceAllExcept is ReplaceAll for every pod but those keep reports: syncs recorded them
+// while the resync ran, and theirs are the newer outcomes.
+func (t *StatusCounters) replaceAllExcept(all map[types.UID]PodOutcomes, keep func(types.UID) bool) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changed := map[string]struct{}{}
 	for uid := range t.byPod {
-		if _, ok := all[uid]; !ok {
+		if _, ok := all[uid]; !ok && !keep(uid) {
 			for _, name := range t.recordLocked(uid, nil) {
 				changed[name] = struct{}{}
 			}
 		}
 	}
 	for uid, outs := range all {
+		if keep(uid) {
+			continue
+		}
 		for _, name := range t.recordLocked(uid, outs) {
 			changed[name] = struct{}{}
 		}

@@ -132,6 +132,33 @@ func TestListEntriesPagination(t *testing.T) {
 	}
 }
 
+// TestListEntriesLeavesOutWhatNoReconcilerReads: a listed entry has every field the
+// reconciler writes or compares, its creation time and its revision, and not its expiry.
+func TestListEntriesLeavesOutWhatNoReconcilerReads(t *testing.T) {
+	srv := spiretest.New(t)
+	full := entry("/w/full", "k8s:ns:default", "k8s:sa:web")
+	full.Id = "full"
+	full.X509SvidTtl, full.JwtSvidTtl = 3600, 300
+	full.FederatesWith = []string{"other.org"}
+	full.Admin, full.Downstream, full.StoreSvid = true, true, true
+	full.DnsNames = []string{"web.example"}
+	full.Hint = "web"
+	full.CreatedAt, full.RevisionNumber = 1700000000, 7
+	full.ExpiresAt = 1900000000
+	srv.SetEntries(full)
+	c := newClient(t, srv)
+
+	got, err := c.ListEntries(context.Background())
+	if err != nil {
+		t.Fatalf("ListEntries: %v", err)
+	}
+	want := proto.CloneOf(full)
+	want.ExpiresAt = 0
+	if len(got) != 1 || !proto.Equal(got[0], want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+}
+
 func TestListEntriesFailsMidPagination(t *testing.T) {
 	for _, k := range []int{0, 1, 2, 3} {
 		t.Run(fmt.Sprintf("after %d pages", k), func(t *testing.T) {

@@ -36,14 +36,41 @@ type EntryResult struct {
 	Err error
 }
 
+// listedEntryFields returns the fields ListEntries asks for: every field the
+// controller writes, compares, keys entries on or decides ownership by, plus
+// the creation time (the oldest of duplicates is kept) and the revision
+// number (a resync's list is merged with concurrent writes by it). An
+// entry's expiry and SPIRE 1.15's additional attributes are neither declared
+// nor compared, so they are not sent. A server that does not know a field
+// ignores its bit.
+func listedEntryFields() *types.EntryMask {
+	return &types.EntryMask{
+		SpiffeId:       true,
+		ParentId:       true,
+		Selectors:      true,
+		X509SvidTtl:    true,
+		FederatesWith:  true,
+		Admin:          true,
+		Downstream:     true,
+		DnsNames:       true,
+		RevisionNumber: true,
+		StoreSvid:      true,
+		JwtSvidTtl:     true,
+		Hint:           true,
+		CreatedAt:      true,
+	}
+}
+
 // ListEntries returns all registration entries, paging through the server
-// PageSize entries at a time. On any error, including one on a later page,
-// it returns the error and no entries.
+// PageSize entries at a time. Entries carry the fields of listedEntryFields:
+// not their expiry nor their additional attributes. On any error, including
+// one on a later page, it returns the error and no entries.
 func (c *Client) ListEntries(ctx context.Context) ([]*types.Entry, error) {
 	return listAll(ctx, "ListEntries", "list entries", func(ctx context.Context, token string) ([]*types.Entry, string, error) {
 		resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
-			PageSize:  c.pageSize(),
-			PageToken: token,
+			PageSize:   c.pageSize(),
+			PageToken:  token,
+			OutputMask: listedEntryFields(),
 		})
 		return resp.GetEntries(), resp.GetNextPageToken(), err
 	})

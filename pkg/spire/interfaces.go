@@ -26,7 +26,9 @@ import (
 // Controllers depend on this interface so that fakes and decorators (dry
 // run, metrics) can stand in for the real client.
 type EntryClient interface {
-	// ListEntries returns every entry, or an error and no entries.
+	// ListEntries returns every entry, or an error and no entries. Entries may
+	// lack the fields no reconciler reads: their expiry and additional
+	// attributes.
 	ListEntries(ctx context.Context) ([]*types.Entry, error)
 	// CreateEntries creates entries, one result per input in input order.
 	CreateEntries(ctx context.Context, entries []*types.Entry) ([]EntryResult, error)

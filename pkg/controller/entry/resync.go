@@ -54,7 +54,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 }
 
 // declareAll renders what every pod and every ClusterStaticEntry declares. The reconciler
-// calls it with every sync excluded, once SPIRE is listed.
+// calls it once SPIRE is listed, while syncs go on.
 func (c *Controller) declareAll(ctx context.Context) (reconciler.Declared, error) {
 	declared, renderFailures, err := c.declaredPods(ctx)
 	if err != nil {
