@@ -54,6 +54,10 @@ type ControllerContext struct {
 	// the controllers get it through the chain built here (metrics, then batching, or the
 	// dry-run client).
 	SPIRE spire.API
+	// SPIREIdentity is the SPIFFE ID SPIRE knows the controllers by when they reach it over
+	// mTLS (taken from SPIRE when it is a *spire.Client dialled so). Its entries are never
+	// deleted: the operator creates that admin entry, and deleting it would lock them out.
+	SPIREIdentity string
 	// DryRun computes and logs every change and writes nothing: the SPIRE client is replaced
 	// for writes by spire.DryRun, and the controllers write no status and no Event.
 	DryRun bool
@@ -143,6 +147,9 @@ func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, er
 // newControllers constructs every enabled controller on one SPIRE client chain, and returns
 // the func that releases the chain once they have stopped.
 func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, func(), error) {
+	if cc.SPIREIdentity == "" {
+		cc.SPIREIdentity = ownIdentity(cc.SPIRE)
+	}
 	api, release := spireChain(cc)
 	cc.SPIRE = api
 	var controllers []Controller

@@ -22,6 +22,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // entryController adapts the entry controller to the Controller interface.
@@ -42,7 +43,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 	if !cfg.Reconcile.ClusterSPIFFEIDs {
 		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
 		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics,
-			cc.KubeClient, cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun))
+			cc.KubeClient, cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
 		if err != nil {
 			return nil, err
 		}
@@ -59,15 +60,31 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		cc.KubeClient,
 		cc.SpireAPIClient,
 		cc.SPIRE,
-		entryOptions(cfg, cc.DryRun))
+		entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
 	if err != nil {
 		return nil, err
 	}
 	return entryController{c}, nil
 }
 
-// entryOptions are the entry controller's settings from the config.
-func entryOptions(cfg *config.Config, dryRun bool) entry.Options {
+// ownIdentity is the SPIFFE ID spire-registrar presents to SPIRE over mTLS, if it does.
+func ownIdentity(api spire.API) string {
+	if c, ok := api.(*spire.Client); ok {
+		return c.Identity
+	}
+	return ""
+}
+
+func keepIDs(id string) []string {
+	if id == "" {
+		return nil
+	}
+	return []string{id}
+}
+
+// entryOptions are the entry controller's settings from the config. keep are SPIFFE IDs whose
+// entries are never deleted: spire-registrar's own, over mTLS.
+func entryOptions(cfg *config.Config, dryRun bool, keep []string) entry.Options {
 	return entry.Options{
 		TrustDomain:          cfg.TrustDomain,
 		ClusterName:          cfg.ClusterName,
@@ -83,5 +100,6 @@ func entryOptions(cfg *config.Config, dryRun bool) entry.Options {
 		DryRun:                     dryRun,
 		IgnoreClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
 		IgnoreClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,
+		KeepSPIFFEIDs:              keep,
 	}
 }

@@ -101,14 +101,9 @@ func dialSPIREOverMTLS(ctx context.Context, cfg *config.Config, opts []grpc.Dial
 		_ = release()
 		return nil, fmt.Errorf("connecting to SPIRE server at %s: %w", cfg.SPIREServerAddress, err)
 	}
+	client.Identity = svid.ID.String()
 	logger.Info("Connecting to the SPIRE server over TCP with SPIFFE mTLS", "address", cfg.SPIREServerAddress,
 		"serverID", cfg.SPIREServerID)
-	if cfg.EntryIDPrefix == "" {
-		// Without a prefix every entry no resource declares is spire-registrar's to delete,
-		// the admin entry that issued this SVID included: then the server refuses it.
-		logger.Info("Warning: entryIDPrefix is not set: unless a ClusterStaticEntry declares spire-registrar's own admin entry, the first full resync deletes it and SPIRE then refuses every call",
-			"spiffeID", svid.ID)
-	}
 	return client, nil
 }
 

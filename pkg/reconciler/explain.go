@@ -56,6 +56,5 @@ func OutdatedFields(current, desired *spiretypes.Entry) []string {
 // Owns reports whether a reconciler with opts owns an entry: diffs, updates and deletes it.
 // Entries it does not own (another entryIDPrefix, join-token agents) are invisible to it.
 func Owns(opts Options, e *spiretypes.Entry) bool {
-	return ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
-		skipPodEntries: opts.SkipPodEntries, skipOtherEntries: opts.SkipOtherEntries}.owns(e)
+	return newOwnership(opts).owns(e)
 }

@@ -145,12 +145,16 @@ func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
 }
 
 func (w *planWriter) delete(ctx context.Context, entries []*spiretypes.Entry) {
-	if len(entries) == 0 {
-		return
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if w.ownership.keeps(e) {
+			w.logger.V(4).Info("Keeping the entry of spire-registrar's own identity", "entryID", e.GetId())
+			continue
+		}
+		ids = append(ids, e.GetId())
 	}
-	ids := make([]string, len(entries))
-	for i, e := range entries {
-		ids[i] = e.GetId()
+	if len(ids) == 0 {
+		return
 	}
 	results, err := w.client.DeleteEntries(ctx, ids)
 	for i, id := range ids {

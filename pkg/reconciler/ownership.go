@@ -38,6 +38,30 @@ type ownership struct {
 	// skipPodEntries and skipOtherEntries disown the entries of a kind that is not reconciled:
 	// pod entries (ClusterSPIFFEIDs) and entries of no pod (ClusterStaticEntries).
 	skipPodEntries, skipOtherEntries bool
+	// keep are SPIFFE IDs whose entries are never deleted (Options.KeepSPIFFEIDs).
+	keep map[string]bool
+}
+
+func newOwnership(opts Options) ownership {
+	o := ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
+		skipPodEntries: opts.SkipPodEntries, skipOtherEntries: opts.SkipOtherEntries}
+	for _, id := range opts.KeepSPIFFEIDs {
+		if o.keep == nil {
+			o.keep = map[string]bool{}
+		}
+		o.keep[id] = true
+	}
+	return o
+}
+
+// keeps reports whether an entry must never be deleted, whatever the plan says.
+func (o ownership) keeps(e *spiretypes.Entry) bool {
+	return len(o.keep) > 0 && o.keep[spiffeIDString(e.GetSpiffeId())]
+}
+
+// spiffeIDString formats an entry's SPIFFE ID as spiffe://<trust domain><path>.
+func spiffeIDString(id *spiretypes.SPIFFEID) string {
+	return "spiffe://" + id.GetTrustDomain() + id.GetPath()
 }
 
 // owns reports whether an entry is the controller's to diff, update and delete. Join-token

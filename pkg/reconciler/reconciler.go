@@ -50,6 +50,10 @@ type Options struct {
 	// SkipPodEntries and SkipOtherEntries disown the entries of a kind that is not reconciled:
 	// pod entries (ClusterSPIFFEIDs) and entries of no pod (ClusterStaticEntries).
 	SkipPodEntries, SkipOtherEntries bool
+	// KeepSPIFFEIDs are SPIFFE IDs whose entries are never deleted, even when nothing
+	// declares them: the controller's own identity when it reaches SPIRE over mTLS, whose
+	// admin entry the operator creates. Deleting it would lock the controller out.
+	KeepSPIFFEIDs []string
 	// DryRun logs every planned change at the default level. The client is expected to be
 	// spire.DryRun, which writes nothing.
 	DryRun bool
@@ -80,9 +84,8 @@ type Reconciler struct {
 // first Resync.
 func NewReconciler(client spire.EntryClient, opts Options) *Reconciler {
 	return &Reconciler{
-		client: client,
-		ownership: ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
-			skipPodEntries: opts.SkipPodEntries, skipOtherEntries: opts.SkipOtherEntries},
+		client:       client,
+		ownership:    newOwnership(opts),
 		dryRun:       opts.DryRun,
 		cache:        newEntryCache(),
 		fieldSupport: &fieldSupport{},

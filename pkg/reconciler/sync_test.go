@@ -138,3 +138,20 @@ func TestResyncCleansUpAndReportsRetries(t *testing.T) {
 		t.Errorf("SPIRE entry IDs = %v, want one new.<unique> and other.1", got)
 	}
 }
+
+// TestResyncKeepsOwnIdentity: over mTLS the controller's own admin entry is made by the
+// operator and declared by nothing; a resync without an ID prefix owns every entry, yet must
+// not delete that one, or SPIRE refuses the controller from then on.
+func TestResyncKeepsOwnIdentity(t *testing.T) {
+	own := podEntry("admin-1", "", "/spire-registrar")
+	own.Admin = true
+	ctx, r, server := newTestReconciler(t, Options{KeepSPIFFEIDs: []string{"spiffe://example.org/spire-registrar"}})
+	server.SetEntries(own, podEntry("stray-1", "", "/stray"), podEntry("e1", "p1", "/a"))
+
+	if _, err := r.Resync(ctx, declaring(declare(podEntry("", "p1", "/a"), "web", 0, "p1"))); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"admin-1", "e1"}, ids(server.Entries())); diff != "" {
+		t.Errorf("SPIRE entries (-want +got):\n%s", diff)
+	}
+}

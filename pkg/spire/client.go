@@ -65,6 +65,10 @@ type Client struct {
 	// PageSize is the page size requested from list calls; values <= 0 mean
 	// DefaultPageSize.
 	PageSize int
+	// Identity is the SPIFFE ID the client presents to the server over TCP with mTLS, and ""
+	// over the admin socket. The entry that issues it must never be deleted by the client's
+	// own reconcilers: SPIRE would refuse every call after that.
+	Identity string
 	// BatchSize is the largest number of items sent in one Batch* call;
 	// values <= 0 mean DefaultBatchSize.
 	BatchSize int

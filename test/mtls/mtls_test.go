@@ -117,6 +117,16 @@ func TestStandaloneOverMTLS(t *testing.T) {
 		if n := w.proxy.connections(); n == 0 {
 			t.Errorf("no connection went through the TCP address spire-registrar was given")
 		}
+		// Without entryIDPrefix the full resync before ready owned every undeclared entry;
+		// it kept the admin entry of spire-registrar's own SPIFFE ID, or SPIRE would have
+		// refused the pod's entry above.
+		entries, err := w.stack.SPIRE.EntryShow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(entries, func(e realcluster.Entry) bool { return e.SPIFFEID == registrarID }) {
+			t.Errorf("the full resync deleted spire-registrar's own admin entry %s", registrarID)
+		}
 	})
 
 	t.Run("refuses a workload without an admin entry", func(t *testing.T) {

@@ -86,11 +86,12 @@ func newWorld(t *testing.T) *world {
 	if err := agent.WaitForSVIDCached(ctx, registrarID); err != nil {
 		t.Fatal(err)
 	}
-	// entryIDPrefix keeps spire-registrar's hands off the entries it did not make, its own
-	// admin entry first: without it, a full resync deletes every undeclared entry and
-	// spire-registrar locks itself out.
+	// No entryIDPrefix: every undeclared entry is spire-registrar's, yet the first full resync
+	// must keep its own admin entry, or SPIRE refuses it from then on. The long gcInterval
+	// makes that first resync the only one, so the undeclared entries the steps create by
+	// the CLI stay while they are used.
 	config := fmt.Sprintf("apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: %s\nclusterName: it\nclusterDomain: cluster.local\n"+
-		"entryIDPrefix: it\nspireServerAddress: %s\nworkloadAPISocketPath: %s\n", trustDomain, w.proxy.Addr(), agent.SocketPath())
+		"gcInterval: 1h\nspireServerAddress: %s\nworkloadAPISocketPath: %s\n", trustDomain, w.proxy.Addr(), agent.SocketPath())
 	w.registrar = startRegistrar(t, bin, stack.Kube.Kubeconfig(), config)
 	return w
 }

@@ -86,6 +86,9 @@ type Options struct {
 	// left alone rather than deleted.
 	IgnoreClusterSPIFFEIDs     bool
 	IgnoreClusterStaticEntries bool
+	// KeepSPIFFEIDs are SPIFFE IDs whose entries are never deleted: spire-registrar's own,
+	// when it reaches SPIRE over mTLS with an SVID an operator-made admin entry issues.
+	KeepSPIFFEIDs []string
 	// DryRun writes nothing anywhere: every planned change is logged at the default level, no
 	// status is written, and Events are only logged. The SPIRE client given to the controller
 	// is expected to be spire.DryRun, which writes nothing to SPIRE.
@@ -181,6 +184,7 @@ func NewController(
 			SkipPodEntries:       opts.IgnoreClusterSPIFFEIDs,
 			SkipOtherEntries:     opts.IgnoreClusterStaticEntries,
 			DryRun:               opts.DryRun,
+			KeepSPIFFEIDs:        opts.KeepSPIFFEIDs,
 		}),
 		spireAPI: spireAPI,
 		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
