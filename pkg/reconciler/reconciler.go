@@ -120,6 +120,8 @@ type Result struct {
 	Failures map[render.Key]error
 	// StatusChanged names the ClusterSPIFFEIDs whose status counters changed.
 	StatusChanged []string
+	// WriteDuration is the time a Sync spent applying its plan to SPIRE.
+	WriteDuration time.Duration
 }
 
 // Declared is what the whole cluster declares, as a full resync needs it.
@@ -157,8 +159,9 @@ func (r *Reconciler) Sync(ctx context.Context, scope Scope, declared []*render.D
 		}
 	}
 	p := reconcile(inScope, current, r.fieldSupport.get())
+	writeStart := time.Now()
 	failures, err := r.finalize(ctx, p)
-	res := Result{Plan: p, Failures: failures}
+	res := Result{Plan: p, Failures: failures, WriteDuration: time.Since(writeStart)}
 	if scope.podUID != "" {
 		byPod := outcomes(p, failures, map[types.UID][]string{scope.podUID: scope.renderFailures})
 		res.StatusChanged = r.counters.Record(scope.podUID, byPod[scope.podUID])
