@@ -24,10 +24,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -159,5 +161,33 @@ func TestEntryOutcomesFollowStatus(t *testing.T) {
 	}
 	if n := metrics.ClusterSPIFFEIDEntries.DeletePartialMatch(prometheus.Labels{"clusterspiffeid": name}); n != 0 {
 		t.Errorf("%d entry counts of a deleted ClusterSPIFFEID remained", n)
+	}
+}
+
+// TestEligibleSinceCountsFromTheLaterOfPodAndDeclarer: a ClusterSPIFFEID created for pods
+// that ran long before it counts from its own creation, not from the pods'.
+func TestEligibleSinceCountsFromTheLaterOfPodAndDeclarer(t *testing.T) {
+	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	p := pod("production", "web", "node-1", nil)
+	p.CreationTimestamp = metav1.NewTime(created)
+	declared := func(declarerCreated time.Time) []*render.DeclaredEntry {
+		return []*render.DeclaredEntry{{Declarer: render.Declarer{Kind: render.KindClusterSPIFFEID, Name: "c", Created: declarerCreated, PodUID: p.UID}}}
+	}
+	tests := []struct {
+		name     string
+		pod      *corev1.Pod
+		declared []*render.DeclaredEntry
+		want     time.Time
+	}{
+		{"declarer older than the pod", p, declared(created.Add(-time.Hour)), created},
+		{"declarer created after the pod", p, declared(created.Add(time.Hour)), created.Add(time.Hour)},
+		{"pod without a node", pod("production", "pending", "", nil), declared(created), time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := eligibleSince(tt.pod, tt.declared); !got.Equal(tt.want) {
+				t.Errorf("eligibleSince = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
