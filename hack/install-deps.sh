@@ -4,16 +4,21 @@
 #
 # Installs the Debian packages the tests use when they are missing: PostgreSQL (SPIRE's
 # datastore as production runs it; the test harness initdb's a private cluster on loopback, it
-# never uses a system service). Needs root (or sudo) and apt-get; a machine that has the
-# packages already needs neither. Says what it installs.
+# never uses a system service) and Prometheus (its promtool checks and unit-tests the alerts of
+# manifests/monitoring; test/monitoring runs a private prometheus on loopback, never the
+# package's service). Needs root (or sudo) and apt-get; a machine that has the packages already
+# needs neither. Says what it installs.
 set -euo pipefail
 
 missing=()
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   missing+=(postgresql)
 fi
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  missing+=(prometheus)
+fi
 if ((${#missing[@]} == 0)); then
-  echo "install-deps: nothing to install (PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin | tail -n1))"
+  echo "install-deps: nothing to install (PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin | tail -n1); Prometheus: $(command -v prometheus))"
   exit 0
 fi
 
@@ -25,6 +30,10 @@ fi
 command -v apt-get >/dev/null || { echo "install-deps: ${missing[*]} missing and no apt-get: install it yourself" >&2; exit 1; }
 echo "install-deps: installing ${missing[*]} from Debian's packages"
 "${sudo[@]}" apt-get update -qq
-# The package's own cluster and service are not used; keep it from starting one.
+# The packages' own cluster and services are not used; keep them from starting one.
 DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+  # The tests start their own prometheus; the package's service would only hold port 9090.
+  "${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
 echo "install-deps: installed ${missing[*]}"

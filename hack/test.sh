@@ -9,7 +9,7 @@
 #   4. go vet ./...;
 #   5. hack/verify-lint.sh: golangci-lint, pinned in hack/tools/lint, with .golangci.yml's
 #      linters (its first run builds it: a few minutes);
-#   6. hack/install-deps.sh: Debian's postgresql package, if it is missing;
+#   6. hack/install-deps.sh: Debian's postgresql and prometheus packages, if they are missing;
 #   7. hack/build-tools.sh: build every real binary the tests use from its pinned module into the
 #      per-user cache, so that on a cold machine the long build happens here and not inside go
 #      test's timeout (no test needs kubectl: manifests are rendered with kustomize's library);

@@ -80,6 +80,39 @@ var (
 		Help: "Duration of the last full resync, by controller.",
 	}, []string{"controller"})
 
+	// PodEntryLatency is the time from a pod becoming eligible for entries to SPIRE holding
+	// all of them, observed once per pod by PodEntryLatencyTracker (see it for the rule).
+	PodEntryLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "pod_entry_latency_seconds",
+		Help: "Time from a pod becoming eligible (scheduled, or created with a node) to SPIRE holding all its entries; " +
+			"observed once per pod whose first entry this process wrote.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+	})
+
+	// PodSPIREWriteDuration is the SPIRE-write phase of a pod sync: the time it spent applying
+	// its plan to SPIRE. Syncs that had nothing to write are not observed.
+	PodSPIREWriteDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "pod_spire_write_duration_seconds",
+		Help:    "Time a pod sync spent writing its entries to SPIRE, for syncs that wrote.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+	})
+
+	// ClusterSPIFFEIDEntries are the per-pod outcomes a ClusterSPIFFEID's status counts, by
+	// outcome: set, masked, entry_failure, render_failure, and waiting_for_node (pods not
+	// scheduled yet, or on a node not in the cache, which the status counts as render failures).
+	ClusterSPIFFEIDEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "clusterspiffeid_entries",
+		Help: "Entries of the pods a ClusterSPIFFEID selects, by outcome (set, masked, entry_failure, render_failure, waiting_for_node).",
+	}, []string{"clusterspiffeid", "outcome"})
+
+	// ControllerSynced is 1 once a controller's first full resync succeeded: from then on it
+	// writes to SPIRE. It is 0 while it waits for that, and absent in a process that does not
+	// run the controller (a standby replica waiting for the lease).
+	ControllerSynced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "controller_synced",
+		Help: "1 once the controller's first full resync with SPIRE succeeded, 0 while it waits for it; absent in a standby.",
+	}, []string{"controller"})
+
 	// StaticManifestErrors is how many problems the last read of the static manifest
 	// directory found: files that do not decode, and resources declared twice.
 	StaticManifestErrors = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -94,6 +127,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
 		FullResyncs, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
+		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced,
 	)
 	registerWorkqueueMetrics()
 }

@@ -31,6 +31,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"k8s.io/apimachinery/pkg/types"
@@ -138,6 +139,8 @@ type Result struct {
 	Failures map[render.Key]error
 	// StatusChanged names the ClusterSPIFFEIDs whose status counters changed.
 	StatusChanged []string
+	// WriteDuration is the time a Sync spent applying its plan to SPIRE.
+	WriteDuration time.Duration
 }
 
 // Declared is what the whole cluster declares, as a full resync needs it.
@@ -178,8 +181,9 @@ func (r *Reconciler) Sync(ctx context.Context, scope Scope, declared []*render.D
 		}
 	}
 	p := reconcile(inScope, current, r.fieldSupport.get())
+	writeStart := time.Now()
 	failures, err := r.finalize(ctx, p)
-	res := Result{Plan: p, Failures: failures}
+	res := Result{Plan: p, Failures: failures, WriteDuration: time.Since(writeStart)}
 	// Marked before the counters are recorded: a resync that sees the mark leaves this pod's
 	// counters alone, and one that does not has recorded before this sync records.
 	epoch.touch(scopes)

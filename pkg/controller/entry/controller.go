@@ -42,6 +42,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
@@ -131,6 +132,8 @@ type Controller struct {
 
 	clusterSPIFFEIDs       *clusterSPIFFEIDCache
 	clusterStaticEntryKeys *clusterStaticEntryKeys
+	// podLatency observes each pod's time to its entries.
+	podLatency *metrics.PodEntryLatencyTracker
 
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
@@ -199,6 +202,7 @@ func NewController(
 
 		clusterSPIFFEIDs:       newClusterSPIFFEIDCache(),
 		clusterStaticEntryKeys: &clusterStaticEntryKeys{keys: map[string]render.Key{}},
+		podLatency:             metrics.NewPodEntryLatencyTracker(),
 	}
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err

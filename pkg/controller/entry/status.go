@@ -54,11 +54,13 @@ func (c *Controller) enqueueStatus(names []string) {
 func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
 	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
+		forgetEntryOutcomes(name)
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
 	}
 	if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
+		forgetEntryOutcomes(name)
 		return nil
 	}
 	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
@@ -70,6 +72,7 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 		}
 		c.reconciler.StatusCounters().Stats(name, &stats)
 	}
+	recordEntryOutcomes(name, stats, unscheduled)
 	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
 	c.clusterSPIFFEIDConditions.Set(&updated.Status.Conditions, clusterSPIFFEIDReadyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))

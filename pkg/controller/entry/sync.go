@@ -57,6 +57,7 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	if pod != nil {
 		c.reportWriteFailures(pod, declared, res.Failures)
 	}
+	c.observePodSync(ctx, uid, pod, declared, res, err)
 	c.enqueueStatus(res.StatusChanged)
 	return err
 }

@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // Loop is what Run needs of a controller.
@@ -85,6 +87,9 @@ func Run(ctx context.Context, l Loop) {
 		logger.Info("Stopped controller", "controller", l.Name)
 	}()
 
+	synced := metrics.ControllerSynced.WithLabelValues(l.Name)
+	synced.Set(0)
+	defer synced.Set(0)
 	logger.Info("Starting controller", "controller", l.Name)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.CachesSynced...) {
 		return
@@ -96,6 +101,7 @@ func Run(ctx context.Context, l Loop) {
 	if l.OnSynced != nil {
 		l.OnSynced()
 	}
+	synced.Set(1)
 
 	for _, w := range l.Workers {
 		for range w.Count {

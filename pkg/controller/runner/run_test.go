@@ -25,8 +25,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // TestRun walks a controller's life through Run: the first resync is retried until it
@@ -53,6 +56,9 @@ func TestRun(t *testing.T) {
 			CachesSynced: []cache.InformerSynced{func() bool { return true }},
 			Resync: func(context.Context) error {
 				if resyncs.Add(1) < 3 {
+					if got := controllerSynced(t, controller); got != 0 {
+						t.Errorf("controller_synced = %v before the first resync succeeded, want 0", got)
+					}
 					return errors.New("SPIRE is not up yet")
 				}
 				return nil
@@ -90,6 +96,9 @@ func TestRun(t *testing.T) {
 	if diff := cmp.Diff(resyncMetrics{Successes: 1, Failures: 2, LastTimeSet: true}, withoutDuration(readResyncMetrics(controller))); diff != "" {
 		t.Errorf("resync metrics (-want +got):\n%s", diff)
 	}
+	if got := controllerSynced(t, controller); got != 1 {
+		t.Errorf("controller_synced = %v once synced, want 1", got)
+	}
 
 	cancel()
 	select {
@@ -100,6 +109,19 @@ func TestRun(t *testing.T) {
 	if !queue.ShuttingDown() {
 		t.Errorf("Run returned without shutting its queue down")
 	}
+	if got := controllerSynced(t, controller); got != 0 {
+		t.Errorf("controller_synced = %v after Run returned, want 0", got)
+	}
+}
+
+// controllerSynced reads the controller_synced gauge of a controller.
+func controllerSynced(t *testing.T, controller string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.ControllerSynced.WithLabelValues(controller).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }
 
 func withoutDuration(m resyncMetrics) resyncMetrics {
