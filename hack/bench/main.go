@@ -68,13 +68,23 @@ type options struct {
 	timeout     time.Duration
 	cpuProfile  string
 
+	// Matrix mode only:
+	ks             []int
+	scmMax         int
+	scmSteady      int
+	resyncInterval time.Duration
+	rawPageSize    int
+
+	// Matrix and rollout modes:
+	datastores []string
+
 	// Rollout mode only:
-	datastores     []string
 	poll           time.Duration
 	flapsPerSecond float64
 }
 
 const (
+	modeMatrix   = "matrix"
 	modeConverge = "converge"
 	modeRollout  = "rollout"
 
@@ -83,30 +93,44 @@ const (
 
 	// defaultRolloutSize is the rollout mode's N when -n is not given.
 	defaultRolloutSize = 500
+	// defaultMatrixSizes is the matrix mode's -n when not given: the field's sizes.
+	defaultMatrixSizes = "1000,10000,30000"
 )
 
 func main() {
 	klog.InitFlags(nil)
 	var o options
-	flag.StringVar(&o.mode, "mode", modeConverge, "converge: N pods created directly, light world; rollout: a Deployment of N replicas rolled out, full world")
-	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (rollout mode: replicas, default 500)")
-	datastores := flag.String("datastores", datastoreSQLite+","+datastorePostgres, "rollout mode: comma-separated SPIRE datastores to measure, each a column: sqlite, postgres")
+	flag.StringVar(&o.mode, "mode", modeMatrix, "matrix: N × K × datastore cells, spire-registrar as its binary and spire-controller-manager; converge: N pods, one ClusterSPIFFEID, controller in-process; rollout: a Deployment of N replicas rolled out, full world")
+	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (matrix mode default "+defaultMatrixSizes+"; rollout mode: replicas, default 500)")
+	ks := flag.String("k", "1,10", "matrix mode: comma-separated counts K of ClusterSPIFFEIDs, each selecting every pod: N×K entries")
+	datastores := flag.String("datastores", datastorePostgres+","+datastoreSQLite, "matrix and rollout modes: comma-separated SPIRE datastores to measure: postgres, sqlite")
+	flag.IntVar(&o.scmMax, "scm-max", 10000, "matrix mode: measure spire-controller-manager v0.7.0 too in the cells with N up to this; 0 never")
+	flag.IntVar(&o.scmSteady, "scm-steady", 50, "matrix mode: pods created one at a time to measure spire-controller-manager's latency, which can reach its gcInterval per pod; 0 skips")
+	flag.DurationVar(&o.resyncInterval, "resync-interval", 100*time.Millisecond, "matrix mode: spire-registrar's gcInterval after the restart, so that full resyncs run back to back while latency is measured")
+	flag.IntVar(&o.rawPageSize, "raw-page-size", spire.DefaultPageSize, "matrix mode: page size of SPIRE's raw full listing")
 	flag.DurationVar(&o.poll, "poll", 5*time.Millisecond, "rollout mode: pause between the SPIRE listings that see entries appear")
 	flag.Float64Var(&o.flapsPerSecond, "flaps", 20, "rollout mode: Running pods whose Ready condition is set False and back per second; 0 leaves churn to kwok")
-	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time at the largest N to measure event latency; 0 skips")
-	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window at the largest N over which SPIRE's ListEntries count and process CPU are measured; 0 skips")
-	flag.StringVar(&o.out, "out", "results", "directory the markdown table and CSV are written to")
+	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time to measure pod → entry latency (matrix mode: in every cell, and again during full resyncs; converge mode: at the largest N); 0 skips")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window over which SPIRE's ListEntries count and the controller's CPU are measured (matrix mode: every cell; converge mode: the largest N); 0 skips")
+	flag.StringVar(&o.out, "out", "results", "directory the results are written under (matrix mode: in a new <timestamp> directory)")
 	flag.IntVar(&o.workers, "workers", 10, "controller workers (spire-registrar's --workers; 10 is its default)")
-	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "BatchingOptions.MaxBatch of the controller's SPIRE client")
-	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "BatchingOptions.Linger of the controller's SPIRE client")
+	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "converge and rollout modes: BatchingOptions.MaxBatch of the in-process controller's SPIRE client")
+	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "converge and rollout modes: BatchingOptions.Linger of the in-process controller's SPIRE client")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent pod create calls")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each wait for convergence")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the largest N's convergence to this file")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "limit for each wait for convergence or readiness")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "converge mode: write a CPU profile of the largest N's convergence to this file")
 	flag.Parse()
 
 	var err error
 	if o.mode == modeRollout && !flagSet("n") {
 		*sizes = strconv.Itoa(defaultRolloutSize)
+	}
+	if o.mode == modeMatrix && !flagSet("n") {
+		*sizes = defaultMatrixSizes
+	}
+	if o.ks, err = parseSizes(*ks); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -k: %v\n", err)
+		os.Exit(2)
 	}
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -n: %v\n", err)
@@ -116,8 +140,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -datastores: %v\n", err)
 		os.Exit(2)
 	}
-	if o.mode != modeConverge && o.mode != modeRollout {
-		fmt.Fprintf(os.Stderr, "bench: -mode: %q is neither %s nor %s\n", o.mode, modeConverge, modeRollout)
+	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout {
+		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout)
+		os.Exit(2)
+	}
+	if o.resyncInterval <= 0 || o.rawPageSize < 1 || o.scmMax < 0 || o.scmSteady < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -resync-interval and -raw-page-size must be positive, -scm-max and -scm-steady not negative")
 		os.Exit(2)
 	}
 	if o.poll <= 0 || o.flapsPerSecond < 0 {
@@ -131,8 +159,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	run := runBench
-	if o.mode == modeRollout {
+	run := runMatrix
+	switch o.mode {
+	case modeConverge:
+		run = runBench
+	case modeRollout:
 		run = runRolloutBench
 	}
 	if err := run(ctx, o); err != nil {
