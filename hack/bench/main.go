@@ -14,16 +14,51 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command bench measures spire-registrar against real components: etcd, kube-apiserver and
-// spire-server started on loopback by pkg/testing/realcluster, with the entry controller
-// running in-process through pkg/app and writing through spire.BatchingClient.
+// Command bench measures spire-registrar against real components: etcd, kube-apiserver,
+// spire-server (on sqlite or on a private PostgreSQL cluster) and spire-controller-manager
+// v0.7.0, started on loopback by pkg/testing/realcluster.
 //
-// The default mode, -mode converge, works in the light world (etcd and kube-apiserver only,
-// pods created directly). For each N it measures SPIRE's own write ceiling (a tight client creating and deleting N
-// entries in batches of 500), then the time from the first of N pod creates until SPIRE holds
-// an entry for every pod, on a fresh SPIRE server. At the largest N it also measures the
-// latency of single pod events in steady state and what the controller costs at rest. It
-// prints one markdown table and writes it, and a CSV, under -out.
+// The default mode, -mode matrix, is issue 13's scale bench. For every cell of -n × -k ×
+// -datastores it starts a fresh SPIRE server (a new PostgreSQL database, or sqlite), and
+// measures:
+//
+//   - SPIRE's ceiling, on a server of its own: a tight client creating the N×K entries in
+//     batches of 500, the controller's batch size, and one full ListEntries of them;
+//   - spire-registrar, built with go build ./cmd/spire-registrar and run as its own process
+//     with K ClusterSPIFFEIDs each selecting every pod: bulk convergence (first of N pod
+//     creates until SPIRE holds all N×K entries, then checked exact), pod → entry latency of
+//     -steady pods created one at a time (SPIRE polled every 2 ms), the idle window's CPU and
+//     ListEntries, then a restart with every entry in SPIRE: the time to ready, SPIRE's entry
+//     writes until three full resyncs are done (which must be 0), and the latency again with
+//     full resyncs back to back (gcInterval -resync-interval). RSS is the process's VmRSS and
+//     heap its go_memstats_heap_inuse_bytes, per pod and per entry above the ready, empty
+//     process;
+//   - spire-controller-manager in the cells with N ≤ -scm-max, configured as a user at that
+//     size would (enableEntryRenderCache, gcInterval 10s): the same but for the start-up time
+//     and the latency during resyncs, with -scm-steady pods.
+//
+// It prints progress with timestamps on stderr and writes -out/<timestamp>/table.md, data.csv
+// and the plots latency.svg, memory.svg and times.svg, rewritten after every cell; each
+// controller's config and logs go under logs/. Flags of this mode:
+//
+//	-n 1000,10000,30000   pod counts N
+//	-k 1,10               ClusterSPIFFEIDs K, each selecting every pod: N×K entries
+//	-datastores postgres,sqlite
+//	-scm-max 10000        spire-controller-manager in the cells with N up to this; 0 never
+//	-steady 200           pods one at a time for each of spire-registrar's latencies; 0 skips
+//	-scm-steady 50        the same for spire-controller-manager, whose latency can reach 10 s
+//	-idle 60s             idle window; 0 skips
+//	-resync-interval 100ms  spire-registrar's gcInterval after the restart
+//	-raw-page-size 1000   page size of the raw listing
+//	-workers 10 -concurrency 32 -timeout 30m -out results
+//
+// For example, one small cell: go run ./hack/bench -n 1000 -k 2 -datastores postgres -scm-max 0.
+//
+// -mode converge is the earlier bench: in the light world, one ClusterSPIFFEID and the
+// controller in-process, writing through spire.BatchingClient (-max-batch, -linger). For each N
+// it measures SPIRE's own write ceiling, then the time from the first of N pod creates until
+// SPIRE holds an entry for every pod; at the largest N also the latency of single pod events
+// and what the controller costs at rest. It writes bench-<timestamp>.md and .csv under -out.
 //
 // -mode rollout works in the full world (kube-scheduler, kube-controller-manager and kwok
 // too): for each N (500 unless -n says otherwise) and each datastore of -datastores, a fresh
@@ -32,7 +67,8 @@ limitations under the License.
 // scheduled → entry latencies during the rollout, SPIRE's entry writes by kind from its
 // telemetry, and CPU.
 //
-//	go run ./hack/bench [-n 1000,5000] [-steady 200] [-idle 60s] [-out results/]
+//	go run ./hack/bench [-n 1000,10000,30000] [-k 1,10] [-datastores postgres,sqlite] [-scm-max 10000]
+//	go run ./hack/bench -mode converge [-n 1000,5000] [-steady 200] [-idle 60s]
 //	go run ./hack/bench -mode rollout [-n 500] [-datastores sqlite,postgres] [-flaps 20]
 package main
 
