@@ -433,9 +433,9 @@ func (w *matrixWorld) scmCell(ctx context.Context, n, k int, ds string, ceil cei
 		proc = nil
 		return res, err
 	}
-	// Its reconciles list SPIRE in full: the second listing means the first reconcile, the
-	// one that repairs what it finds at start, is over.
-	if err := waitCounter(ctx, r.spire.MetricsURL(), listEntriesMetric, lists0+2, o.timeout); err != nil {
+	// Every reconcile lists SPIRE in full, and it may list more than once at start: the third
+	// listing comes from a reconcile after the first, the one that repairs what it finds.
+	if err := waitCounter(ctx, r.spire.MetricsURL(), listEntriesMetric, lists0+3, o.timeout); err != nil {
 		return res, err
 	}
 	if err := sleep(ctx, matrixSettle); err != nil {

@@ -103,6 +103,11 @@ func TestSmoke(t *testing.T) {
 	stop()
 	before := entryRevisions(entries)
 	writesBefore := scrapeEntryWrites(t, stack.SPIRE)
+	// The counters are the right ones, or counting no write would prove nothing: they counted
+	// the entries' creation.
+	if writesBefore[0] < pods*k {
+		t.Fatalf("SPIRE's telemetry counts %v entry creations, want at least the %d made", writesBefore[0], pods*k)
+	}
 	resyncs := func() float64 {
 		var m dto.Metric
 		if err := metrics.FullResyncs.WithLabelValues(entry.ControllerName, "success").Write(&m); err != nil {
