@@ -433,12 +433,13 @@ func (w *matrixWorld) scmCell(ctx context.Context, n, k int, ds string, ceil cei
 		proc = nil
 		return res, err
 	}
-	// Every reconcile lists SPIRE in full, and it may list more than once at start: the third
-	// listing comes from a reconcile after the first, the one that repairs what it finds.
-	if err := waitCounter(ctx, r.spire.MetricsURL(), listEntriesMetric, lists0+3, o.timeout); err != nil {
+	// Every reconcile lists SPIRE in full, page by page, once at start and then at least every
+	// gcInterval: two intervals after its first page, the first reconcile, the one that
+	// repairs what it finds, and the next are over.
+	if err := waitCounter(ctx, r.spire.MetricsURL(), listEntriesMetric, lists0+1, o.timeout); err != nil {
 		return res, err
 	}
-	if err := sleep(ctx, matrixSettle); err != nil {
+	if err := sleep(ctx, 2*scmGCInterval+matrixSettle); err != nil {
 		return res, err
 	}
 	after, err := scrapeEntryWrites(ctx, r.spire.MetricsURL())

@@ -138,10 +138,10 @@ func matrixMarkdown(results []cellResult, o options, when time.Time) string {
 const matrixLegend = `
 - raw create: a tight client creates the N×K entries in batches of 500 (the controller's batch size), one RPC after the other, on a fresh SPIRE server of the same datastore. raw list: one full ListEntries of them, every field, pages of -raw-page-size.
 - bulk: from the first of N pod creates until SPIRE holds all N×K entries (then checked: exactly K per pod, no duplicate, nothing stray).
-- start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until three full resyncs after the restart; must be 0. spire-controller-manager: until its third full listing after the restart; its start-up probe entry (one create, one delete) counts.
+- start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until three full resyncs after the restart; must be 0. spire-controller-manager: until two gcIntervals after its first listing; its start-up probe entry (one create, one delete) counts.
 - p50/p99: one pod created at a time, from the create call until SPIRE serves all K of its entries, polled every 2 ms. "in resync": the same after the restart, with gcInterval -resync-interval so that full resyncs run back to back; resync duty is the share of that phase a resync ran (resyncs × the last one's duration / phase time).
 - RSS and heap: the controller process's VmRSS and exported go_memstats_heap_inuse_bytes after the bulk, and per pod and per entry above the ready, empty process.
-- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served, per minute.
+- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute.
 `
 
 // matrixCSV renders the results wide: a header line, then one line per controller and cell.
