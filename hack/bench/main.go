@@ -50,7 +50,7 @@ limitations under the License.
 //	-idle 60s             idle window; 0 skips
 //	-resync-interval 100ms  spire-registrar's gcInterval after the restart
 //	-raw-page-size 1000   page size of the raw listing
-//	-workers 10 -concurrency 32 -timeout 30m -out results
+//	-workers 10 -concurrency 32 -timeout 2h -out results
 //
 // For example, one small cell: go run ./hack/bench -n 1000 -k 2 -datastores postgres -scm-max 0.
 //
@@ -153,7 +153,7 @@ func main() {
 	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "converge and rollout modes: BatchingOptions.MaxBatch of the in-process controller's SPIRE client")
 	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "converge and rollout modes: BatchingOptions.Linger of the in-process controller's SPIRE client")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent pod create calls")
-	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "limit for each wait for convergence or readiness")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Hour, "limit for each wait for convergence or readiness")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "converge mode: write a CPU profile of the largest N's convergence to this file")
 	flag.Parse()
 
