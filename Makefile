@@ -53,7 +53,7 @@ test-unit: ## Quick tests only: go test -short (skips the real-component tests)
 	$(GO) test -short ./...
 
 .PHONY: bench
-bench: ## Benchmark against real etcd, kube-apiserver and spire-server; tables in results/ (BENCH_FLAGS=-n 1000,5000,10000)
+bench: ## Scale matrix N x K x datastore vs spire-controller-manager on real components; results/<timestamp>/ (BENCH_FLAGS='-n 1000 -k 2 -datastores postgres')
 	$(GO) run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: generate

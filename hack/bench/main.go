@@ -14,16 +14,51 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command bench measures spire-registrar against real components: etcd, kube-apiserver and
-// spire-server started on loopback by pkg/testing/realcluster, with the entry controller
-// running in-process through pkg/app and writing through spire.BatchingClient.
+// Command bench measures spire-registrar against real components: etcd, kube-apiserver,
+// spire-server (on sqlite or on a private PostgreSQL cluster) and spire-controller-manager
+// v0.7.0, started on loopback by pkg/testing/realcluster.
 //
-// The default mode, -mode converge, works in the light world (etcd and kube-apiserver only,
-// pods created directly). For each N it measures SPIRE's own write ceiling (a tight client creating and deleting N
-// entries in batches of 500), then the time from the first of N pod creates until SPIRE holds
-// an entry for every pod, on a fresh SPIRE server. At the largest N it also measures the
-// latency of single pod events in steady state and what the controller costs at rest. It
-// prints one markdown table and writes it, and a CSV, under -out.
+// The default mode, -mode matrix, is issue 13's scale bench. For every cell of -n × -k ×
+// -datastores it starts a fresh SPIRE server (a new PostgreSQL database, or sqlite), and
+// measures:
+//
+//   - SPIRE's ceiling, on a server of its own: a tight client creating the N×K entries in
+//     batches of 500, the controller's batch size, and one full ListEntries of them;
+//   - spire-registrar, built with go build ./cmd/spire-registrar and run as its own process
+//     with K ClusterSPIFFEIDs each selecting every pod: bulk convergence (first of N pod
+//     creates until SPIRE holds all N×K entries, then checked exact), pod → entry latency of
+//     -steady pods created one at a time (SPIRE polled every 2 ms), the idle window's CPU and
+//     ListEntries, then a restart with every entry in SPIRE: the time to ready, SPIRE's entry
+//     writes until three full resyncs are done (which must be 0), and the latency again with
+//     full resyncs back to back (gcInterval -resync-interval). RSS is the process's VmRSS and
+//     heap its go_memstats_heap_inuse_bytes, per pod and per entry above the ready, empty
+//     process;
+//   - spire-controller-manager in the cells with N ≤ -scm-max, configured as a user at that
+//     size would (enableEntryRenderCache, gcInterval 10s): the same but for the start-up time
+//     and the latency during resyncs, with -scm-steady pods.
+//
+// It prints progress with timestamps on stderr and writes -out/<timestamp>/table.md, data.csv
+// and the plots latency.svg, memory.svg and times.svg, rewritten after every cell; each
+// controller's config and logs go under logs/. Flags of this mode:
+//
+//	-n 1000,10000,30000   pod counts N
+//	-k 1,10               ClusterSPIFFEIDs K, each selecting every pod: N×K entries
+//	-datastores postgres,sqlite
+//	-scm-max 10000        spire-controller-manager in the cells with N up to this; 0 never
+//	-steady 200           pods one at a time for each of spire-registrar's latencies; 0 skips
+//	-scm-steady 50        the same for spire-controller-manager, whose latency can reach 10 s
+//	-idle 60s             idle window; 0 skips
+//	-resync-interval 100ms  spire-registrar's gcInterval after the restart
+//	-raw-page-size 1000   page size of the raw listing
+//	-workers 10 -concurrency 32 -timeout 2h -out results
+//
+// For example, one small cell: go run ./hack/bench -n 1000 -k 2 -datastores postgres -scm-max 0.
+//
+// -mode converge is the earlier bench: in the light world, one ClusterSPIFFEID and the
+// controller in-process, writing through spire.BatchingClient (-max-batch, -linger). For each N
+// it measures SPIRE's own write ceiling, then the time from the first of N pod creates until
+// SPIRE holds an entry for every pod; at the largest N also the latency of single pod events
+// and what the controller costs at rest. It writes bench-<timestamp>.md and .csv under -out.
 //
 // -mode rollout works in the full world (kube-scheduler, kube-controller-manager and kwok
 // too): for each N (500 unless -n says otherwise) and each datastore of -datastores, a fresh
@@ -32,7 +67,8 @@ limitations under the License.
 // scheduled → entry latencies during the rollout, SPIRE's entry writes by kind from its
 // telemetry, and CPU.
 //
-//	go run ./hack/bench [-n 1000,5000] [-steady 200] [-idle 60s] [-out results/]
+//	go run ./hack/bench [-n 1000,10000,30000] [-k 1,10] [-datastores postgres,sqlite] [-scm-max 10000]
+//	go run ./hack/bench -mode converge [-n 1000,5000] [-steady 200] [-idle 60s]
 //	go run ./hack/bench -mode rollout [-n 500] [-datastores sqlite,postgres] [-flaps 20]
 package main
 
@@ -68,13 +104,23 @@ type options struct {
 	timeout     time.Duration
 	cpuProfile  string
 
+	// Matrix mode only:
+	ks             []int
+	scmMax         int
+	scmSteady      int
+	resyncInterval time.Duration
+	rawPageSize    int
+
+	// Matrix and rollout modes:
+	datastores []string
+
 	// Rollout mode only:
-	datastores     []string
 	poll           time.Duration
 	flapsPerSecond float64
 }
 
 const (
+	modeMatrix   = "matrix"
 	modeConverge = "converge"
 	modeRollout  = "rollout"
 
@@ -83,30 +129,44 @@ const (
 
 	// defaultRolloutSize is the rollout mode's N when -n is not given.
 	defaultRolloutSize = 500
+	// defaultMatrixSizes is the matrix mode's -n when not given: the field's sizes.
+	defaultMatrixSizes = "1000,10000,30000"
 )
 
 func main() {
 	klog.InitFlags(nil)
 	var o options
-	flag.StringVar(&o.mode, "mode", modeConverge, "converge: N pods created directly, light world; rollout: a Deployment of N replicas rolled out, full world")
-	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (rollout mode: replicas, default 500)")
-	datastores := flag.String("datastores", datastoreSQLite+","+datastorePostgres, "rollout mode: comma-separated SPIRE datastores to measure, each a column: sqlite, postgres")
+	flag.StringVar(&o.mode, "mode", modeMatrix, "matrix: N × K × datastore cells, spire-registrar as its binary and spire-controller-manager; converge: N pods, one ClusterSPIFFEID, controller in-process; rollout: a Deployment of N replicas rolled out, full world")
+	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (matrix mode default "+defaultMatrixSizes+"; rollout mode: replicas, default 500)")
+	ks := flag.String("k", "1,10", "matrix mode: comma-separated counts K of ClusterSPIFFEIDs, each selecting every pod: N×K entries")
+	datastores := flag.String("datastores", datastorePostgres+","+datastoreSQLite, "matrix and rollout modes: comma-separated SPIRE datastores to measure: postgres, sqlite")
+	flag.IntVar(&o.scmMax, "scm-max", 10000, "matrix mode: measure spire-controller-manager v0.7.0 too in the cells with N up to this; 0 never")
+	flag.IntVar(&o.scmSteady, "scm-steady", 50, "matrix mode: pods created one at a time to measure spire-controller-manager's latency, which can reach its gcInterval per pod; 0 skips")
+	flag.DurationVar(&o.resyncInterval, "resync-interval", 100*time.Millisecond, "matrix mode: spire-registrar's gcInterval after the restart, so that full resyncs run back to back while latency is measured")
+	flag.IntVar(&o.rawPageSize, "raw-page-size", spire.DefaultPageSize, "matrix mode: page size of SPIRE's raw full listing")
 	flag.DurationVar(&o.poll, "poll", 5*time.Millisecond, "rollout mode: pause between the SPIRE listings that see entries appear")
 	flag.Float64Var(&o.flapsPerSecond, "flaps", 20, "rollout mode: Running pods whose Ready condition is set False and back per second; 0 leaves churn to kwok")
-	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time at the largest N to measure event latency; 0 skips")
-	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window at the largest N over which SPIRE's ListEntries count and process CPU are measured; 0 skips")
-	flag.StringVar(&o.out, "out", "results", "directory the markdown table and CSV are written to")
+	flag.IntVar(&o.steady, "steady", 200, "pods created one at a time to measure pod → entry latency (matrix mode: in every cell, and again during full resyncs; converge mode: at the largest N); 0 skips")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window over which SPIRE's ListEntries count and the controller's CPU are measured (matrix mode: every cell; converge mode: the largest N); 0 skips")
+	flag.StringVar(&o.out, "out", "results", "directory the results are written under (matrix mode: in a new <timestamp> directory)")
 	flag.IntVar(&o.workers, "workers", 10, "controller workers (spire-registrar's --workers; 10 is its default)")
-	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "BatchingOptions.MaxBatch of the controller's SPIRE client")
-	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "BatchingOptions.Linger of the controller's SPIRE client")
+	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "converge and rollout modes: BatchingOptions.MaxBatch of the in-process controller's SPIRE client")
+	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "converge and rollout modes: BatchingOptions.Linger of the in-process controller's SPIRE client")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent pod create calls")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for each wait for convergence")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the largest N's convergence to this file")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Hour, "limit for each wait for convergence or readiness")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "converge mode: write a CPU profile of the largest N's convergence to this file")
 	flag.Parse()
 
 	var err error
 	if o.mode == modeRollout && !flagSet("n") {
 		*sizes = strconv.Itoa(defaultRolloutSize)
+	}
+	if o.mode == modeMatrix && !flagSet("n") {
+		*sizes = defaultMatrixSizes
+	}
+	if o.ks, err = parseSizes(*ks); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -k: %v\n", err)
+		os.Exit(2)
 	}
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -n: %v\n", err)
@@ -116,8 +176,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -datastores: %v\n", err)
 		os.Exit(2)
 	}
-	if o.mode != modeConverge && o.mode != modeRollout {
-		fmt.Fprintf(os.Stderr, "bench: -mode: %q is neither %s nor %s\n", o.mode, modeConverge, modeRollout)
+	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout {
+		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout)
+		os.Exit(2)
+	}
+	if o.resyncInterval <= 0 || o.rawPageSize < 1 || o.scmMax < 0 || o.scmSteady < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -resync-interval and -raw-page-size must be positive, -scm-max and -scm-steady not negative")
 		os.Exit(2)
 	}
 	if o.poll <= 0 || o.flapsPerSecond < 0 {
@@ -131,8 +195,11 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	run := runBench
-	if o.mode == modeRollout {
+	run := runMatrix
+	switch o.mode {
+	case modeConverge:
+		run = runBench
+	case modeRollout:
 		run = runRolloutBench
 	}
 	if err := run(ctx, o); err != nil {
