@@ -26,8 +26,6 @@ import (
 	"io"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -108,23 +106,6 @@ func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spirecl
 	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(trimForCache))
 	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(trimForCache))
 	return kube, spire
-}
-
-// trimForCache drops managedFields from every object, and the status of pods (but their
-// phase) and nodes: templates see metadata and spec only, and a running pod's or node's status
-// (container statuses, conditions, images) is often larger than the rest of it. An embedding
-// binary whose own controllers need those fields should pass factories of its own.
-func trimForCache(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
-	case *corev1.Node:
-		o.Status = corev1.NodeStatus{}
-	}
-	return obj, nil
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the
