@@ -100,10 +100,13 @@ func Descriptors() []Descriptor {
 }
 
 // NewInformerFactories returns the shared informer factories the controllers need. Objects
-// are cached without what no controller reads (see trimForCache), since at tens of thousands
-// of pods the caches are most of the process's memory.
+// are cached without what no controller reads (see trimForCache), and pods without what no
+// template of the active ClusterSPIFFEIDs reads (see podProjection), since at tens of
+// thousands of pods the caches are most of the process's memory.
 func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
-	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(trimForCache))
+	pods := newPodProjection()
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.transform))
+	projections.Store(kube, pods)
 	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(trimForCache))
 	return kube, spire
 }

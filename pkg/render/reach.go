@@ -90,10 +90,11 @@ func (r *Renderer) Reach() Reach {
 // Reach is what the ClusterSPIFFEID's templates can read. One that did not compile renders
 // nothing and reads nothing.
 func (c *ClusterSPIFFEID) Reach() Reach {
+	return c.reach
+}
+
+func (c *ClusterSPIFFEID) templatesReach() Reach {
 	var reach Reach
-	if c.Err != nil {
-		return reach
-	}
 	reach.Union(TemplateReach(c.spiffeID))
 	for _, t := range append(append([]*template.Template{}, c.dnsNames...), c.workloadSelectors...) {
 		reach.Union(TemplateReach(t))
