@@ -215,6 +215,7 @@ func registerProjectedPodInformer(factory informers.SharedInformerFactory, p *po
 // ClusterSPIFFEIDs of the controller's class can read now, listed once, and returns the check
 // the entry controller must make before rendering a pod. It does nothing, and returns nil,
 // for factories not made by NewInformerFactories, or whose pod informer cannot list again.
+// Pods a warm standby cached before it led keep their wider projection until they change.
 func narrowPodProjection(ctx context.Context, cc ControllerContext) entry.PodProjectionCheck {
 	p := projectionOf(cc.KubeInformers)
 	if p == nil {
