@@ -26,8 +26,6 @@ import (
 	"io"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -106,29 +104,15 @@ func Descriptors() []Descriptor {
 }
 
 // NewInformerFactories returns the shared informer factories the controllers need. Objects
-// are cached without what no controller reads (see trimForCache), since at tens of thousands
-// of pods the caches are most of the process's memory.
+// are cached without what no controller reads (see trimForCache), and pods without what no
+// template of the active ClusterSPIFFEIDs reads (see podProjection), since at tens of
+// thousands of pods the caches are most of the process's memory.
 func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
-	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(trimForCache))
+	pods := newPodProjection()
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.transform))
+	projections.Store(kube, pods)
 	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(trimForCache))
 	return kube, spire
-}
-
-// trimForCache drops managedFields from every object, and the status of pods (but their
-// phase) and nodes: templates see metadata and spec only, and a running pod's or node's status
-// (container statuses, conditions, images) is often larger than the rest of it. An embedding
-// binary whose own controllers need those fields should pass factories of its own.
-func trimForCache(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
-	case *corev1.Node:
-		o.Status = corev1.NodeStatus{}
-	}
-	return obj, nil
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the

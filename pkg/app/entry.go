@@ -50,6 +50,8 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		return entryController{c}, nil
 	}
 	narrowInformers(cc)
+	opts := entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity))
+	opts.CheckPodProjection = narrowPodProjection(ctx, cc)
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),
@@ -60,7 +62,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		cc.KubeClient,
 		cc.SpireAPIClient,
 		cc.SPIRE,
-		entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
+		opts)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,9 @@ var namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespace
 // the informers the config narrows: ClusterSPIFFEIDs by clusterSPIFFEIDLabelSelector and
 // filterByClassName, pods and EndpointSlices by cacheNamespaces. A factory returns the
 // informer first registered for a type, so the controllers then get these. An embedder whose
-// factory already holds such an informer keeps its own.
+// factory already holds such an informer keeps its own. In factories of NewInformerFactories
+// the pod informer is always registered here, so that it can list again when the pod
+// projection widens.
 func narrowInformers(cc ControllerContext) {
 	cfg := cc.Config
 	if len(cfg.ClusterSPIFFEIDLabels) > 0 {
@@ -57,18 +59,22 @@ func narrowInformers(cc ControllerContext) {
 		})
 	}
 	namespace, selectors := namespaceScope(cfg.CacheNamespaces)
-	if namespace == "" && selectors == (config.NamespaceCache{}) {
-		return
-	}
+	narrowed := namespace != "" || selectors != (config.NamespaceCache{})
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = selectors.LabelSelector, selectors.FieldSelector
 	}
-	cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredPodInformer(client, namespace, resync, namespaceIndexers, tweak)
-	})
-	cc.KubeInformers.InformerFor(&discoveryv1.EndpointSlice{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewFilteredEndpointSliceInformer(client, namespace, resync, namespaceIndexers, tweak)
-	})
+	if p := projectionOf(cc.KubeInformers); p != nil {
+		registerProjectedPodInformer(cc.KubeInformers, p, namespace, tweak)
+	} else if narrowed {
+		cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredPodInformer(client, namespace, resync, namespaceIndexers, tweak)
+		})
+	}
+	if narrowed {
+		cc.KubeInformers.InformerFor(&discoveryv1.EndpointSlice{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return discoveryinformers.NewFilteredEndpointSliceInformer(client, namespace, resync, namespaceIndexers, tweak)
+		})
+	}
 }
 
 // namespaceScope is the namespace ("" for all) and selectors the namespaced informers watch

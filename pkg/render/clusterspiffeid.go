@@ -49,6 +49,7 @@ type ClusterSPIFFEID struct {
 	dnsNames          []*template.Template
 	workloadSelectors []*template.Template
 	federatesWith     []string
+	reach             Reach
 
 	// Err is why the spec cannot be compiled, naming the field. Such a ClusterSPIFFEID still
 	// selects pods, so that each is counted as a render failure, but it renders nothing.
@@ -67,6 +68,9 @@ func CompileClusterSPIFFEID(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID 
 		Spec:       &in.Spec,
 	}
 	c.Err = c.compile()
+	if c.Err == nil {
+		c.reach = c.templatesReach()
+	}
 	if c.NamespaceSelector == nil {
 		c.NamespaceSelector = labels.Nothing()
 	}

@@ -94,6 +94,10 @@ type Options struct {
 	// status is written, and Events are only logged. The SPIRE client given to the controller
 	// is expected to be spire.DryRun, which writes nothing to SPIRE.
 	DryRun bool
+	// CheckPodProjection, when set, returns an error for a cached pod that lacks fields the
+	// ClusterSPIFFEIDs' templates can read, the pod informer keeping projections of pods: the
+	// sync fails and is retried, so that no entry is ever rendered from a partial pod.
+	CheckPodProjection PodProjectionCheck
 }
 
 // Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and

@@ -87,6 +87,9 @@ func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map
 		return declared, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	for _, pod := range pods {
+		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
+			return declared, nil, err
+		}
 		entries, failed := c.declarePod(ctx, pod, clusterSPIFFEIDs)
 		declared.Entries = append(declared.Entries, entries...)
 		if len(failed) > 0 {

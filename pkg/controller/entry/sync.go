@@ -51,6 +51,9 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	var declared []*render.DeclaredEntry
 	var renderFailures []string
 	if pod != nil {
+		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
+			return err
+		}
 		declared, renderFailures = c.declarePod(ctx, pod, clusterSPIFFEIDs)
 	}
 	res, err := c.reconciler.Sync(ctx, reconciler.PodScope(uid, renderFailures...), declared)

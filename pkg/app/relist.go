@@ -1,0 +1,142 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"net/http"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// relistingListWatch is a ListerWatcher whose informer can be made to list again: relist
+// ends the open watch with the error the API server sends when a watch's resource version
+// is too old, on which a reflector lists and replaces its whole cache. Each listed object
+// then goes through the informer's transform again.
+type relistingListWatch struct {
+	cache.ListerWatcher
+
+	mu      sync.Mutex
+	watches map[*expiringWatch]struct{}
+	// pending makes the next watch expire at once: relist was called while none was open.
+	pending bool
+}
+
+func newRelistingListWatch(lw cache.ListerWatcher) *relistingListWatch {
+	return &relistingListWatch{ListerWatcher: lw, watches: map[*expiringWatch]struct{}{}}
+}
+
+// IsWatchListSemanticsUnSupported passes on whether the client can stream the initial list
+// (see watchlist.DoesClientNotSupportWatchListSemantics).
+func (l *relistingListWatch) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+}
+
+// Watch opens a watch that relist can end.
+func (l *relistingListWatch) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.ListerWatcher.Watch(options)
+	if err != nil {
+		return nil, err
+	}
+	ew := &expiringWatch{inner: w, out: make(chan watch.Event), expire: make(chan struct{}), done: make(chan struct{})}
+	l.mu.Lock()
+	l.watches[ew] = struct{}{}
+	if l.pending {
+		l.pending = false
+		ew.expireOnce.Do(func() { close(ew.expire) })
+	}
+	l.mu.Unlock()
+	go func() {
+		ew.forward()
+		l.mu.Lock()
+		delete(l.watches, ew)
+		l.mu.Unlock()
+	}()
+	return ew, nil
+}
+
+// relist ends the open watches with an expiry, or the next one if none is open.
+func (l *relistingListWatch) relist() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.watches) == 0 {
+		l.pending = true
+		return
+	}
+	for w := range l.watches {
+		w.expireOnce.Do(func() { close(w.expire) })
+	}
+}
+
+// expiringWatch forwards a watch's events until it is stopped or told to expire.
+type expiringWatch struct {
+	inner      watch.Interface
+	out        chan watch.Event
+	expire     chan struct{}
+	expireOnce sync.Once
+	done       chan struct{}
+	stopOnce   sync.Once
+}
+
+// expired is the event that ends a watch whose resource version the API server no longer
+// serves.
+func expired() watch.Event {
+	return watch.Event{Type: watch.Error, Object: &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+		Message: "pods are listed again for a wider projection",
+	}}
+}
+
+func (w *expiringWatch) forward() {
+	defer close(w.out)
+	defer w.inner.Stop()
+	in := w.inner.ResultChan()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.expire:
+			select {
+			case w.out <- expired():
+			case <-w.done:
+			}
+			return
+		case e, ok := <-in:
+			if !ok {
+				return
+			}
+			select {
+			case w.out <- e:
+			case <-w.done:
+				return
+			}
+		}
+	}
+}
+
+// Stop ends the watch.
+func (w *expiringWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.done) })
+}
+
+// ResultChan returns the watch's events.
+func (w *expiringWatch) ResultChan() <-chan watch.Event {
+	return w.out
+}

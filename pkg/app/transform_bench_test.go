@@ -1,0 +1,126 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+)
+
+// benchPods is the size of the cache the benchmark fills: issue 13's largest cluster.
+const benchPods = 30_000
+
+// kwokPodProto is testdata/kwok-pod.json, a running Deployment pod as kwok and the API
+// server keep it (status, managedFields of the ReplicaSet controller and of kwok, a
+// last-applied annotation), in the protobuf encoding informers decode.
+func kwokPodProto(b *testing.B) []byte {
+	b.Helper()
+	raw, err := os.ReadFile("testdata/kwok-pod.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(raw, &pod); err != nil {
+		b.Fatal(err)
+	}
+	data, err := pod.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkPodCacheMemory fills an indexer, with the pod informer's and the entry
+// controller's indexes, with 30k decoded pods through each transform, and reports the live
+// heap per pod.
+//
+//	go test -run '^$' -bench BenchmarkPodCacheMemory -benchtime 1x ./pkg/app/
+func BenchmarkPodCacheMemory(b *testing.B) {
+	data := kwokPodProto(b)
+	renderer, err := render.NewRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "c", "", config.DefaultParentIDTemplate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The projection for spire-controller-manager's default ClusterSPIFFEID template and
+	// parent ID template, as narrowPodProjection makes it.
+	typical := renderer.Reach()
+	typical.Union(render.CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
+	}}).Reach())
+	projection := newPodProjection()
+	projection.setReach(typical)
+
+	for _, tc := range []struct {
+		name      string
+		transform cache.TransformFunc
+	}{
+		{"untransformed", func(obj any) (any, error) { return obj, nil }},
+		// What an embedder's factories, or a pod informer that cannot list again, keep.
+		{"allButManagedFields", trimForCache},
+		{"projectedForDefaultTemplate", projection.transform},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+					cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+					"uid":                func(obj any) ([]string, error) { return []string{string(obj.(*corev1.Pod).UID)}, nil },
+					"nodeName":           func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Spec.NodeName}, nil },
+				})
+				before := heapInUse()
+				for i := range benchPods {
+					pod := &corev1.Pod{}
+					if err := pod.Unmarshal(data); err != nil {
+						b.Fatal(err)
+					}
+					pod.Name = fmt.Sprintf("bench-7d9f8b6c5d-%06d", i)
+					pod.UID = types.UID(fmt.Sprintf("0a1b2c3d-4e5f-4a6b-8c7d-%012d", i))
+					obj, err := tc.transform(pod)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := indexer.Add(obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/benchPods, "B/pod")
+				runtime.KeepAlive(indexer)
+			}
+		})
+	}
+}
