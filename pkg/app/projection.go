@@ -190,18 +190,16 @@ func (p *podProjection) widen(clusterSPIFFEIDs []*render.ClusterSPIFFEID) {
 func registerProjectedPodInformer(factory informers.SharedInformerFactory, p *podProjection, namespace string, tweak func(*metav1.ListOptions)) {
 	var lw *relistingListWatch
 	factory.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		// As client-go's pod informer, which lists and watches without a context too: the
-		// reflector stops its watches itself.
-		lw = newRelistingListWatch(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-			ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		lw = newRelistingListWatch(cache.ToListerWatcherWithContext(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				tweak(&o)
-				return client.CoreV1().Pods(namespace).List(context.Background(), o)
+				return client.CoreV1().Pods(namespace).List(ctx, o)
 			},
-			WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				tweak(&o)
-				return client.CoreV1().Pods(namespace).Watch(context.Background(), o)
+				return client.CoreV1().Pods(namespace).Watch(ctx, o)
 			},
-		}, client))
+		}, client)))
 		return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, resync, namespaceIndexers)
 	})
 	if lw != nil {

@@ -17,10 +17,12 @@ limitations under the License.
 package app
 
 import (
+	"context"
 	"net/http"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
@@ -31,7 +33,7 @@ import (
 // is too old, on which a reflector lists and replaces its whole cache. Each listed object
 // then goes through the informer's transform again.
 type relistingListWatch struct {
-	cache.ListerWatcher
+	cache.ListerWatcherWithContext
 
 	mu      sync.Mutex
 	watches map[*expiringWatch]struct{}
@@ -39,19 +41,31 @@ type relistingListWatch struct {
 	pending bool
 }
 
-func newRelistingListWatch(lw cache.ListerWatcher) *relistingListWatch {
-	return &relistingListWatch{ListerWatcher: lw, watches: map[*expiringWatch]struct{}{}}
+func newRelistingListWatch(lw cache.ListerWatcherWithContext) *relistingListWatch {
+	return &relistingListWatch{ListerWatcherWithContext: lw, watches: map[*expiringWatch]struct{}{}}
 }
 
 // IsWatchListSemanticsUnSupported passes on whether the client can stream the initial list
 // (see watchlist.DoesClientNotSupportWatchListSemantics).
 func (l *relistingListWatch) IsWatchListSemanticsUnSupported() bool {
-	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcherWithContext)
 }
 
-// Watch opens a watch that relist can end.
+// List is cache.ListerWatcher's list, for informers that take one; reflectors call
+// ListWithContext.
+func (l *relistingListWatch) List(options metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), options)
+}
+
+// Watch is cache.ListerWatcher's watch, for informers that take one; reflectors call
+// WatchWithContext.
 func (l *relistingListWatch) Watch(options metav1.ListOptions) (watch.Interface, error) {
-	w, err := l.ListerWatcher.Watch(options)
+	return l.WatchWithContext(context.Background(), options)
+}
+
+// WatchWithContext opens a watch that relist can end.
+func (l *relistingListWatch) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.ListerWatcherWithContext.WatchWithContext(ctx, options)
 	if err != nil {
 		return nil, err
 	}

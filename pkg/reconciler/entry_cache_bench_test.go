@@ -18,6 +18,7 @@ package reconciler
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -34,10 +35,10 @@ func listedPodEntries(n int) []*spiretypes.Entry {
 		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", pod, pod)
 		entries[i] = &spiretypes.Entry{
 			Id:       fmt.Sprintf("%08x-1111-4000-8000-%012x", i, i),
-			SpiffeId: &spiretypes.SPIFFEID{TrustDomain: fmt.Sprint("example.org"), Path: fmt.Sprintf("/ns/default/sa/app-%d/k/%d", pod, k)},
-			ParentId: &spiretypes.SPIFFEID{TrustDomain: fmt.Sprint("example.org"), Path: fmt.Sprintf("/spire/agent/k8s_psat/cluster/node-%d", pod%100)},
-			Selectors: []*spiretypes.Selector{{Type: fmt.Sprint("k8s"), Value: render.PodUIDSelectorPrefix + uid},
-				{Type: fmt.Sprint("k8s"), Value: fmt.Sprint("ns:default")}},
+			SpiffeId: &spiretypes.SPIFFEID{TrustDomain: strings.Clone("example.org"), Path: fmt.Sprintf("/ns/default/sa/app-%d/k/%d", pod, k)},
+			ParentId: &spiretypes.SPIFFEID{TrustDomain: strings.Clone("example.org"), Path: fmt.Sprintf("/spire/agent/k8s_psat/cluster/node-%d", pod%100)},
+			Selectors: []*spiretypes.Selector{{Type: strings.Clone("k8s"), Value: render.PodUIDSelectorPrefix + uid},
+				{Type: strings.Clone("k8s"), Value: strings.Clone("ns:default")}},
 			X509SvidTtl: 3600,
 			DnsNames:    []string{fmt.Sprintf("app-%d.default.svc", pod)},
 			CreatedAt:   1700000000 + int64(i),
