@@ -79,6 +79,10 @@ type Reconciler struct {
 	epochs *syncEpochs
 	// resyncMu lets one resync run at a time. Syncs never take it.
 	resyncMu sync.Mutex
+
+	// prefetched is a listing Prefetch started for the next Resync.
+	prefetchMu sync.Mutex
+	prefetched *prefetchedList
 }
 
 // NewReconciler returns a reconciler writing through client. Its cache is empty until the

@@ -66,8 +66,7 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 	defer r.resyncMu.Unlock()
 	start := time.Now()
 
-	r.cache.beginList()
-	all, err := r.client.ListEntries(ctx)
+	all, err := r.listForResync(ctx)
 	if err != nil {
 		r.cache.abortList()
 		return ResyncResult{}, fmt.Errorf("listing SPIRE entries: %w", err)

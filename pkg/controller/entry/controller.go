@@ -261,6 +261,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Name:           ControllerName,
 		Events:         c.events,
 		CachesSynced:   c.cachesSynced,
+		Prefetch:       c.reconciler.Prefetch,
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
 		OnSynced:       func() { c.synced.Store(true) },

@@ -43,6 +43,9 @@ type Loop struct {
 	Events *Events
 	// CachesSynced are the informers to wait for.
 	CachesSynced []cache.InformerSynced
+	// Prefetch, if set, is called before waiting for the informers, to start what the first
+	// resync will need (its SPIRE listing), so that it overlaps their initial lists.
+	Prefetch func(context.Context)
 	// Resync is the full resync against SPIRE. It runs at start, retried with backoff until
 	// it succeeds, then every ResyncInterval. Run records its metrics (see MeteredResync).
 	Resync         func(context.Context) error
@@ -91,6 +94,9 @@ func Run(ctx context.Context, l Loop) {
 	synced.Set(0)
 	defer synced.Set(0)
 	logger.Info("Starting controller", "controller", l.Name)
+	if l.Prefetch != nil {
+		l.Prefetch(ctx)
+	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.CachesSynced...) {
 		return
 	}
