@@ -31,8 +31,9 @@ import (
 // transform decodes a fresh object for each event.
 
 // podMetaFields are the pod metadata the controller reads itself: keys and index values,
-// ClusterSPIFFEID pod selectors, and change detection.
-var podMetaFields = sets.New("Name", "Namespace", "UID", "ResourceVersion", "Labels", "DeletionTimestamp")
+// ClusterSPIFFEID pod selectors, change detection, and the creation time the pod → entry
+// latency metric starts from for pods created with a node.
+var podMetaFields = sets.New("Name", "Namespace", "UID", "ResourceVersion", "CreationTimestamp", "Labels", "DeletionTimestamp")
 
 // nodeMetaFields are the node metadata the controller reads itself.
 var nodeMetaFields = sets.New("Name", "UID", "ResourceVersion")

@@ -222,7 +222,7 @@ func TestProjectPodKeepsWhatTheControllerReads(t *testing.T) {
 	got := ProjectPod(pod, TemplateReach(mustParse(t, nsSATemplate)))
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp},
+			CreationTimestamp: pod.CreationTimestamp, Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp},
 		Spec:   corev1.PodSpec{NodeName: pod.Spec.NodeName, ServiceAccountName: pod.Spec.ServiceAccountName},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions[:1]},
 	}
