@@ -207,35 +207,8 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 	if proc, _, err = startRegistrar(ctx, w.bin, res.logDir, "start", cfg, o.timeout); err != nil {
 		return res, err
 	}
-	if err := sleep(ctx, matrixSettle); err != nil {
+	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.steady); err != nil {
 		return res, err
-	}
-	if res.baseline, err = sampleMemory(ctx, proc); err != nil {
-		return res, err
-	}
-
-	if err := w.bulk(ctx, r, &res, name); err != nil {
-		return res, err
-	}
-	if err := sleep(ctx, matrixSettle); err != nil {
-		return res, err
-	}
-	if res.loaded, err = sampleMemory(ctx, proc); err != nil {
-		return res, err
-	}
-	logf("%s: RSS %.1f → %.1f MiB, heap in use %.1f → %.1f MiB", name,
-		mib(res.baseline.rss), mib(res.loaded.rss), mib(res.baseline.heapInuse), mib(res.loaded.heapInuse))
-	if o.steady > 0 {
-		logf("%s: steady state, %d pods one at a time", name, o.steady)
-		if res.steady, err = r.podLatencies(ctx, "steady", o.steady, k); err != nil {
-			return res, err
-		}
-	}
-	if o.idle > 0 {
-		logf("%s: idle window of %v", name, o.idle)
-		if res.idle, err = r.measureIdle(ctx, proc, matrixSettle, o.idle); err != nil {
-			return res, err
-		}
 	}
 
 	logf("%s: restart with every entry in SPIRE, full resyncs every %v", name, o.resyncInterval)
@@ -298,6 +271,43 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 
 // bulk creates the cell's n pods and waits until SPIRE holds their n×k entries, then checks
 // them.
+// measureUnderLoad is the part of a cell both controllers go through alike, on the running
+// process as first started: memory settled and empty, the bulk, memory loaded, the latency of steady pods
+// created one at a time, and the idle window.
+func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellResult, proc controllerProcess, name string, k, steady int) error {
+	var err error
+	if err = sleep(ctx, matrixSettle); err != nil {
+		return err
+	}
+	if res.baseline, err = sampleMemory(ctx, proc); err != nil {
+		return err
+	}
+	if err = w.bulk(ctx, r, res, name); err != nil {
+		return err
+	}
+	if err = sleep(ctx, matrixSettle); err != nil {
+		return err
+	}
+	if res.loaded, err = sampleMemory(ctx, proc); err != nil {
+		return err
+	}
+	logf("%s: RSS %.1f → %.1f MiB, heap in use %.1f → %.1f MiB", name,
+		mib(res.baseline.rss), mib(res.loaded.rss), mib(res.baseline.heapInuse), mib(res.loaded.heapInuse))
+	if steady > 0 {
+		logf("%s: steady state, %d pods one at a time", name, steady)
+		if res.steady, err = r.podLatencies(ctx, "steady", steady, k); err != nil {
+			return err
+		}
+	}
+	if w.o.idle > 0 {
+		logf("%s: idle window of %v", name, w.o.idle)
+		if res.idle, err = r.measureIdle(ctx, proc, matrixSettle, w.o.idle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w *matrixWorld) bulk(ctx context.Context, r *run, res *cellResult, name string) error {
 	created0, err := scrapeCounter(ctx, r.spire.MetricsURL(), datastoreEntryCreateMetric)
 	if err != nil {
@@ -386,35 +396,10 @@ func (w *matrixWorld) scmCell(ctx context.Context, n, k int, ds string, ceil cei
 	if proc, err = startSCMProcess(ctx, opts, filepath.Join(res.logDir, "start")); err != nil {
 		return res, err
 	}
-	// It creates and deletes a probe entry of its own at start: let that pass.
-	if err := sleep(ctx, matrixSettle); err != nil {
+	// It creates and deletes a probe entry of its own at start: measureUnderLoad's first
+	// settle lets that pass.
+	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.scmSteady); err != nil {
 		return res, err
-	}
-	if res.baseline, err = sampleMemory(ctx, proc); err != nil {
-		return res, err
-	}
-	if err := w.bulk(ctx, r, &res, name); err != nil {
-		return res, err
-	}
-	if err := sleep(ctx, matrixSettle); err != nil {
-		return res, err
-	}
-	if res.loaded, err = sampleMemory(ctx, proc); err != nil {
-		return res, err
-	}
-	logf("%s: RSS %.1f → %.1f MiB, heap in use %.1f → %.1f MiB", name,
-		mib(res.baseline.rss), mib(res.loaded.rss), mib(res.baseline.heapInuse), mib(res.loaded.heapInuse))
-	if o.scmSteady > 0 {
-		logf("%s: steady state, %d pods one at a time", name, o.scmSteady)
-		if res.steady, err = r.podLatencies(ctx, "steady", o.scmSteady, k); err != nil {
-			return res, err
-		}
-	}
-	if o.idle > 0 {
-		logf("%s: idle window of %v", name, o.idle)
-		if res.idle, err = r.measureIdle(ctx, proc, matrixSettle, o.idle); err != nil {
-			return res, err
-		}
 	}
 
 	logf("%s: restart with every entry in SPIRE", name)
