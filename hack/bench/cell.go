@@ -20,14 +20,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // controllerProcess is a controller under test running as a process of its own.
@@ -130,18 +132,26 @@ func (r *run) verifyK(ctx context.Context, k int) error {
 // checkEntries reports every way entries differ from exactly k entries per pod, with the
 // SPIFFE IDs kTemplate renders, each carrying the pod's UID selector.
 func checkEntries(pods []corev1.Pod, entries []*spiretypes.Entry, k int, td string) error {
-	byUID := map[string][]string{}
+	return checkPodEntries(pods, entries, func(pod corev1.Pod) []string {
+		ids := make([]string, k)
+		for j := range k {
+			ids[j] = kSPIFFEID(td, j, pod.Namespace, pod.Name)
+		}
+		return ids
+	})
+}
+
+// checkPodEntries reports every way entries differ from exactly the SPIFFE IDs want gives
+// each pod, on entries carrying the pod's UID selector: missing, extra or duplicate entries,
+// and entries of no pod.
+func checkPodEntries(pods []corev1.Pod, entries []*spiretypes.Entry, want func(corev1.Pod) []string) error {
+	byUID := map[types.UID][]string{}
 	seen := map[string]int{}
 	var errs []error
 	for _, e := range entries {
 		id := "spiffe://" + e.GetSpiffeId().GetTrustDomain() + e.GetSpiffeId().GetPath()
 		seen[id]++
-		uid := ""
-		for _, s := range e.GetSelectors() {
-			if s.GetType() == "k8s" && strings.HasPrefix(s.GetValue(), podUIDSelector) {
-				uid = strings.TrimPrefix(s.GetValue(), podUIDSelector)
-			}
-		}
+		uid := render.PodUIDOf(e)
 		if uid == "" {
 			errs = append(errs, fmt.Errorf("stray entry %s (%s) has no pod UID selector", e.GetId(), id))
 			continue
@@ -154,15 +164,16 @@ func checkEntries(pods []corev1.Pod, entries []*spiretypes.Entry, k int, td stri
 		}
 	}
 	for _, pod := range pods {
-		ids := byUID[string(pod.UID)]
-		delete(byUID, string(pod.UID))
-		if len(ids) != k {
-			errs = append(errs, fmt.Errorf("pod %s has %d entries, want %d", pod.Name, len(ids), k))
+		ids := byUID[pod.UID]
+		delete(byUID, pod.UID)
+		wants := want(pod)
+		if len(ids) != len(wants) {
+			errs = append(errs, fmt.Errorf("pod %s has %d entries, want %d", pod.Name, len(ids), len(wants)))
 			continue
 		}
-		for j := range k {
-			if want := kSPIFFEID(td, j, pod.Namespace, pod.Name); seen[want] == 0 {
-				errs = append(errs, fmt.Errorf("pod %s has no entry for %s", pod.Name, want))
+		for _, w := range wants {
+			if !slices.Contains(ids, w) {
+				errs = append(errs, fmt.Errorf("pod %s has no entry for %s", pod.Name, w))
 			}
 		}
 	}

@@ -18,10 +18,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -464,48 +462,8 @@ func (r *run) verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byUID := map[string][]*spiretypes.Entry{}
-	bySPIFFEID := map[string]int{}
-	var errs []error
-	for _, e := range entries {
-		id := "spiffe://" + e.GetSpiffeId().GetTrustDomain() + e.GetSpiffeId().GetPath()
-		bySPIFFEID[id]++
-		uid := ""
-		for _, s := range e.GetSelectors() {
-			if s.GetType() == "k8s" && strings.HasPrefix(s.GetValue(), podUIDSelector) {
-				uid = strings.TrimPrefix(s.GetValue(), podUIDSelector)
-			}
-		}
-		if uid == "" {
-			errs = append(errs, fmt.Errorf("stray entry %s (%s) has no pod UID selector", e.GetId(), id))
-			continue
-		}
-		byUID[uid] = append(byUID[uid], e)
-	}
-	for id, n := range bySPIFFEID {
-		if n > 1 {
-			errs = append(errs, fmt.Errorf("%d entries for %s", n, id))
-		}
-	}
-	for _, pod := range pods.Items {
-		es := byUID[string(pod.UID)]
-		delete(byUID, string(pod.UID))
-		want := fmt.Sprintf("/ns/%s/pod/%s", pod.Namespace, pod.Name)
-		switch {
-		case len(es) != 1:
-			errs = append(errs, fmt.Errorf("pod %s has %d entries, want 1", pod.Name, len(es)))
-		case es[0].GetSpiffeId().GetPath() != want || es[0].GetSpiffeId().GetTrustDomain() != r.spire.TrustDomain():
-			errs = append(errs, fmt.Errorf("pod %s has entry for %v, want path %s", pod.Name, es[0].GetSpiffeId(), want))
-		}
-	}
-	for uid, es := range byUID {
-		errs = append(errs, fmt.Errorf("%d stray entries for pod UID %s, which no pod has", len(es), uid))
-	}
-	if len(errs) > 10 {
-		errs = append(errs[:10], fmt.Errorf("and %d more problems", len(errs)-10))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%d pods, %d entries: %w", len(pods.Items), len(entries), errors.Join(errs...))
-	}
-	return nil
+	td := r.spire.TrustDomain()
+	return checkPodEntries(pods.Items, entries, func(pod corev1.Pod) []string {
+		return []string{fmt.Sprintf("spiffe://%s/ns/%s/pod/%s", td, pod.Namespace, pod.Name)}
+	})
 }
