@@ -43,6 +43,9 @@ type Options struct {
 	// DryRunOutput, with DryRun, is a file that receives every planned SPIRE write as a JSON
 	// line.
 	DryRunOutput string
+	// Profiling serves Go's /debug/pprof/ handlers next to /metrics, as kube-controller-manager's
+	// --profiling does; off by default because profiles show memory contents.
+	Profiling bool
 
 	// These override the config file's fields of the same meaning when set.
 	MetricsBindAddress      string
@@ -80,6 +83,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", 10, "Number of pods synced concurrently.")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing anything: not to SPIRE, not status, not Events.")
 	fs.StringVar(&o.DryRunOutput, "dry-run-output", "", "With --dry-run, also write every planned SPIRE write to this file as JSON lines, for review.")
+	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's /debug/pprof/ handlers on the metrics address (metrics.bindAddress), for CPU and heap profiles.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Run only while holding a Lease, so one of several replicas writes. Overrides leaderElection.leaderElect.")

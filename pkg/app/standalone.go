@@ -103,9 +103,16 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 
+	if opts.Profiling && cfg.MetricsBindAddress == config.DisabledAddress {
+		return fmt.Errorf("--profiling needs metrics.bindAddress (or --metrics-bind-address): the profiles are served there")
+	}
 	health := &Health{}
 	if cfg.MetricsBindAddress != config.DisabledAddress {
-		if _, err := Serve(ctx, "metrics", cfg.MetricsBindAddress, MetricsHandler()); err != nil {
+		handler := MetricsHandler()
+		if opts.Profiling {
+			handler = WithProfiling(handler)
+		}
+		if _, err := Serve(ctx, "metrics", cfg.MetricsBindAddress, handler); err != nil {
 			return err
 		}
 	}
