@@ -110,6 +110,7 @@ type options struct {
 	scmSteady      int
 	resyncInterval time.Duration
 	rawPageSize    int
+	profiles       bool
 
 	// Matrix and rollout modes:
 	datastores []string
@@ -143,6 +144,7 @@ func main() {
 	flag.IntVar(&o.scmMax, "scm-max", 10000, "matrix mode: measure spire-controller-manager v0.7.0 too in the cells with N up to this; 0 never")
 	flag.IntVar(&o.scmSteady, "scm-steady", 50, "matrix mode: pods created one at a time to measure spire-controller-manager's latency, which can reach its gcInterval per pod; 0 skips")
 	flag.DurationVar(&o.resyncInterval, "resync-interval", 100*time.Millisecond, "matrix mode: spire-registrar's gcInterval after the restart, so that full resyncs run back to back while latency is measured")
+	flag.BoolVar(&o.profiles, "profiles", true, "matrix mode: run spire-registrar with --profiling and write CPU profiles of its bulk, restart and resync phases and a heap profile at load into each cell's logs directory")
 	flag.IntVar(&o.rawPageSize, "raw-page-size", spire.DefaultPageSize, "matrix mode: page size of SPIRE's raw full listing")
 	flag.DurationVar(&o.poll, "poll", 5*time.Millisecond, "rollout mode: pause between the SPIRE listings that see entries appear")
 	flag.Float64Var(&o.flapsPerSecond, "flaps", 20, "rollout mode: Running pods whose Ready condition is set False and back per second; 0 leaves churn to kwok")

@@ -203,11 +203,16 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 		return res, err
 	}
 	res.logDir = filepath.Join(w.outDir, "logs", name)
-	cfg := registrarConfig{className: name, spire: r.spire, kubeconfig: w.cl.kube.Kubeconfig(), workers: o.workers}
+	cfg := registrarConfig{className: name, spire: r.spire, kubeconfig: w.cl.kube.Kubeconfig(), workers: o.workers, profiling: o.profiles}
 	if proc, _, err = startRegistrar(ctx, w.bin, res.logDir, "start", cfg, o.timeout); err != nil {
 		return res, err
 	}
-	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.steady); err != nil {
+	var prof *profiler
+	if o.profiles {
+		p := newProfiler(proc.metricsEndpoint(), res.logDir)
+		prof = &p
+	}
+	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.steady, prof); err != nil {
 		return res, err
 	}
 
@@ -220,10 +225,13 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 		return res, err
 	}
 	cfg.gcInterval = o.resyncInterval
+	// The start-up is profiled over about the raw listing's time and the informers' lists.
+	cfg.startupProfile = profileDuration(2*res.ceiling.list + 5*time.Second)
 	if proc, res.startup, err = startRegistrar(ctx, w.bin, res.logDir, "restart", cfg, o.timeout); err != nil {
 		proc = nil
 		return res, err
 	}
+	proc.profileWait()
 	// The first resync made it ready; two more prove that resyncs at rest write nothing.
 	if err := waitResyncs(ctx, proc.metricsEndpoint(), 3, o.timeout); err != nil {
 		return res, err
@@ -245,10 +253,15 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 			return res, err
 		}
 		start := time.Now()
+		profileWait := func() {}
+		if o.profiles {
+			profileWait = newProfiler(proc.metricsEndpoint(), res.logDir).cpu(ctx, "resync", 20*time.Second)
+		}
 		if res.duringResync, err = r.podLatencies(ctx, "resync", o.steady, k); err != nil {
 			return res, err
 		}
 		elapsed := time.Since(start)
+		profileWait()
 		resyncs1, err := scrapeResyncs(ctx, proc.metricsEndpoint())
 		if err != nil {
 			return res, err
@@ -274,7 +287,9 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 // measureUnderLoad is the part of a cell both controllers go through alike, on the running
 // process as first started: memory settled and empty, the bulk, memory loaded, the latency of steady pods
 // created one at a time, and the idle window.
-func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellResult, proc controllerProcess, name string, k, steady int) error {
+//
+// prof, when not nil, profiles the bulk's CPU and the loaded heap.
+func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellResult, proc controllerProcess, name string, k, steady int, prof *profiler) error {
 	var err error
 	if err = sleep(ctx, matrixSettle); err != nil {
 		return err
@@ -282,14 +297,24 @@ func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellRes
 	if res.baseline, err = sampleMemory(ctx, proc); err != nil {
 		return err
 	}
+	profileWait := func() {}
+	if prof != nil {
+		profileWait = prof.cpu(ctx, "bulk", profileDuration(res.ceiling.create))
+	}
 	if err = w.bulk(ctx, r, res, name); err != nil {
 		return err
 	}
+	profileWait()
 	if err = sleep(ctx, matrixSettle); err != nil {
 		return err
 	}
 	if res.loaded, err = sampleMemory(ctx, proc); err != nil {
 		return err
+	}
+	if prof != nil {
+		if err := prof.heap(ctx, "loaded"); err != nil {
+			logf("%s: heap profile: %v", name, err)
+		}
 	}
 	logf("%s: RSS %.1f → %.1f MiB, heap in use %.1f → %.1f MiB", name,
 		mib(res.baseline.rss), mib(res.loaded.rss), mib(res.baseline.heapInuse), mib(res.loaded.heapInuse))
@@ -398,7 +423,7 @@ func (w *matrixWorld) scmCell(ctx context.Context, n, k int, ds string, ceil cei
 	}
 	// It creates and deletes a probe entry of its own at start: measureUnderLoad's first
 	// settle lets that pass.
-	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.scmSteady); err != nil {
+	if err := w.measureUnderLoad(ctx, r, &res, proc, name, k, o.scmSteady, nil); err != nil {
 		return res, err
 	}
 

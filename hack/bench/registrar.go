@@ -64,6 +64,10 @@ type registrarConfig struct {
 	workers    int
 	// gcInterval is the full resync interval; zero leaves spire-registrar's default.
 	gcInterval time.Duration
+	// profiling starts the process with --profiling; with startupProfile > 0 a CPU profile
+	// of that long is also taken from the moment the process serves, named cpu-<logName>.
+	profiling      bool
+	startupProfile time.Duration
 }
 
 // registrarProcess is spire-registrar running as its own process, as in production, so that
@@ -74,6 +78,8 @@ type registrarProcess struct {
 	exited     chan struct{}
 	readyURL   string
 	metricsURL string
+	// profileWait waits for the start-up CPU profile, if one was asked for.
+	profileWait func()
 }
 
 // startRegistrar writes a config file into dir, starts bin on it and waits until its
@@ -114,6 +120,9 @@ spireServerSocketPath: %s
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--workers="+strconv.Itoa(c.workers))
+	if c.profiling {
+		p.cmd.Args = append(p.cmd.Args, "--profiling")
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
@@ -131,6 +140,10 @@ spireServerSocketPath: %s
 		}
 	}()
 	client := &http.Client{Timeout: time.Second}
+	p.profileWait = func() {}
+	if c.profiling && c.startupProfile > 0 {
+		p.profileWait = profileOnceServing(ctx, client, p.metricsURL, newProfiler(p.metricsURL, dir), logName, c.startupProfile)
+	}
 	deadline := start.Add(timeout)
 	for {
 		if resp, err := client.Get(p.readyURL); err == nil {
@@ -150,6 +163,23 @@ spireServerSocketPath: %s
 			return nil, 0, fmt.Errorf("spire-registrar not ready after %v; see %s", timeout, p.logFile.Name())
 		}
 	}
+}
+
+// profileOnceServing takes a CPU profile of d, starting as soon as the metrics server answers.
+func profileOnceServing(ctx context.Context, client *http.Client, metricsURL string, prof profiler, phase string, d time.Duration) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if resp, err := client.Get(metricsURL); err == nil {
+				resp.Body.Close()
+				prof.cpu(ctx, phase, d)()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return func() { <-done }
 }
 
 func (p *registrarProcess) pid() int                { return p.cmd.Process.Pid }
