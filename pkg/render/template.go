@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -98,6 +99,11 @@ func parseTemplate(name, text string) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", name, err)
 	}
+	if !canRepeat(t) {
+		// Without a loop or a call each node runs at most once, so the execution is bounded
+		// by the template's own size and execute runs it as it is, with no budget to bind.
+		return t, nil
+	}
 	for _, associated := range t.Templates() {
 		if associated.Tree == nil || associated.Root == nil {
 			continue
@@ -106,6 +112,40 @@ func parseTemplate(name, text string) (*template.Template, error) {
 		associated.Root.Nodes = append([]parse.Node{callNode}, associated.Root.Nodes...)
 	}
 	return t, nil
+}
+
+// canRepeat reports whether any template associated with t has a range or a template call:
+// the only actions that can run a node more than once.
+func canRepeat(t *template.Template) bool {
+	for _, associated := range t.Templates() {
+		if associated.Tree != nil && repeats(associated.Root) {
+			return true
+		}
+	}
+	return false
+}
+
+func repeats(node parse.Node) bool {
+	switch n := node.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		return slices.ContainsFunc(n.Nodes, repeats)
+	case *parse.IfNode:
+		return repeats(n.List) || repeats(n.ElseList)
+	case *parse.WithNode:
+		return repeats(n.List) || repeats(n.ElseList)
+	case *parse.RangeNode, *parse.TemplateNode:
+		return true
+	}
+	return false
+}
+
+// instrumented reports whether parseTemplate instrumented t, whose executions then need a
+// budget.
+func instrumented(t *template.Template) bool {
+	return t.Tree != nil && t.Root != nil && len(t.Root.Nodes) > 0 && t.Root.Nodes[0] == callNode
 }
 
 // instrument counts a step at the start of every range body below node.
@@ -216,14 +256,18 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 
 // execute renders t over data within the limits above.
 func execute(t *template.Template, data *templateData) (string, error) {
-	// The counters are bound per execution: a clone shares the parsed trees and only copies
-	// the function table.
-	b := &budget{deadline: time.Now().Add(maxExecutionTime)}
-	run, err := t.Clone()
-	if err != nil {
-		return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
+	// The counters of an instrumented template are bound per execution: a clone shares the
+	// parsed trees and only copies the function table. Cloning costs as much as executing a
+	// typical template, so templates that cannot repeat a node skip it.
+	run := t
+	if instrumented(t) {
+		b := &budget{deadline: time.Now().Add(maxExecutionTime)}
+		var err error
+		if run, err = t.Clone(); err != nil {
+			return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
+		}
+		run.Funcs(template.FuncMap{iterationFunc: b.iteration, callFunc: b.call})
 	}
-	run.Funcs(template.FuncMap{iterationFunc: b.iteration, callFunc: b.call})
 	var out boundedBuffer
 	if err := run.Execute(&out, data); err != nil {
 		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded} {
