@@ -60,32 +60,43 @@ func (c *Controller) addPodEventHandlers(
 	sliceInformer discoveryinformers.EndpointSliceInformer,
 	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 ) error {
+	// Objects of an informer's initial list enqueue no pod: the initial full resync, which runs
+	// once every informer has synced and before any worker starts, declares every pod from the
+	// listers. Syncing them again would only find them in sync, at 30k pods a backlog of tens
+	// of seconds in front of the first new pod.
 	handlers := []struct {
 		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandlerFuncs
+		handler  cache.ResourceEventHandler
 	}{
-		{podInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueuePod(obj) },
+		{podInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(c.enqueuePod),
 			UpdateFunc: c.onPodUpdate,
 			DeleteFunc: func(obj any) { c.enqueuePod(obj) },
 		}},
-		{namespaceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueuePodsIn(logger, obj) },
+		{namespaceInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(func(obj any) { c.enqueuePodsIn(logger, obj) }),
 			UpdateFunc: c.onNamespaceUpdate(logger),
 			DeleteFunc: func(obj any) { c.enqueuePodsIn(logger, obj) },
 		}},
-		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueuePodsOn(logger, obj) },
+		{nodeInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(func(obj any) { c.enqueuePodsOn(logger, obj) }),
 			UpdateFunc: c.onNodeUpdate(logger),
 			DeleteFunc: func(obj any) { c.enqueuePodsOn(logger, obj) },
 		}},
-		{sliceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueueSlicePods(obj) },
+		{sliceInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(c.enqueueSlicePods),
 			UpdateFunc: c.onSliceUpdate,
 			DeleteFunc: func(obj any) { c.enqueueSlicePods(obj) },
 		}},
-		{clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueueClusterSPIFFEID(obj) },
+		{clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, isInInitialList bool) {
+				if isInInitialList {
+					// Its pods are declared by the initial resync; its status still needs a write.
+					c.enqueueClusterSPIFFEIDStatus(obj)
+					return
+				}
+				c.enqueueClusterSPIFFEID(obj)
+			},
 			UpdateFunc: c.onClusterSPIFFEIDUpdate,
 			DeleteFunc: func(obj any) { c.enqueueClusterSPIFFEID(obj) },
 		}},
@@ -211,6 +222,21 @@ func (c *Controller) enqueueClusterSPIFFEID(obj any) {
 	if clusterSPIFFEID, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
 		c.clusterSPIFFEIDQueue.Add(clusterSPIFFEID.Name)
 		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
+	}
+}
+
+func (c *Controller) enqueueClusterSPIFFEIDStatus(obj any) {
+	if clusterSPIFFEID, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
+	}
+}
+
+// unlessInitial adapts an add handler to skip the objects of the informer's initial list.
+func unlessInitial(add func(obj any)) func(obj any, isInInitialList bool) {
+	return func(obj any, isInInitialList bool) {
+		if !isInInitialList {
+			add(obj)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ limitations under the License.
 package entry
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -334,4 +336,62 @@ func cacheTombstone(obj runtime.Object) cache.DeletedFinalStateUnknown {
 func testLogger(t *testing.T) klog.Logger {
 	logger, _ := ktesting.NewTestContext(t)
 	return logger
+}
+
+// The objects of the informers' initial lists are the initial full resync's to declare: they
+// queue no pod sync (only each ClusterSPIFFEID's status), while what arrives afterwards does.
+func TestInitialListQueuesNoPodSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kube := k8sfake.NewClientset(namespace("shop", nil), node("n1"), pod("shop", "old", "n1", nil),
+		slice("web-abc", "web", "old"))
+	spire := spirefake.NewSimpleClientset(clusterSPIFFEID("web", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{}))
+	kubeInformers := informers.NewSharedInformerFactory(kube, 0)
+	spireInformers := spireinformers.NewSharedInformerFactory(spire, 0)
+	c, err := NewController(ctx, kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(),
+		kubeInformers.Core().V1().Nodes(), kubeInformers.Discovery().V1().EndpointSlices(),
+		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
+		nil, nil, nil, Options{
+			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+			ResyncInterval:   time.Hour,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.podQueue.ShutDown()
+		c.clusterSPIFFEIDQueue.ShutDown()
+		c.statusQueue.ShutDown()
+		c.clusterStaticEntryQueue.ShutDown()
+	}()
+	kubeInformers.Start(ctx.Done())
+	spireInformers.Start(ctx.Done())
+	kubeInformers.WaitForCacheSync(ctx.Done())
+	spireInformers.WaitForCacheSync(ctx.Done())
+
+	if got := queued(c.podQueue); len(got) != 0 {
+		t.Errorf("pods queued by the initial lists: %v, want none", got)
+	}
+	if got := queued(c.clusterSPIFFEIDQueue); len(got) != 0 {
+		t.Errorf("ClusterSPIFFEIDs queued for fan-out by the initial list: %v, want none", got)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.statusQueue.Len() == 1, nil
+	}); err != nil {
+		t.Errorf("ClusterSPIFFEID status not queued after the initial list: %v", err)
+	}
+
+	if _, err := kube.CoreV1().Pods("shop").Create(ctx, pod("shop", "new", "n1", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.podQueue.Len() == 1, nil
+	}); err != nil {
+		t.Fatalf("a pod created after the initial list was not queued: %v", err)
+	}
+	if diff := cmp.Diff([]ktypes.UID{"uid-shop-new"}, queued(c.podQueue)); diff != "" {
+		t.Errorf("pods queued after the initial list (-want +got):\n%s", diff)
+	}
 }
