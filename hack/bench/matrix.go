@@ -320,8 +320,16 @@ func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellRes
 		mib(res.baseline.rss), mib(res.loaded.rss), mib(res.baseline.heapInuse), mib(res.loaded.heapInuse))
 	if steady > 0 {
 		logf("%s: steady state, %d pods one at a time", name, steady)
+		if prof != nil {
+			prof.metrics(ctx, proc.metricsEndpoint(), "before-steady")
+			prof.metrics(ctx, r.spire.MetricsURL(), "spire-before-steady")
+		}
 		if res.steady, err = r.podLatencies(ctx, "steady", steady, k); err != nil {
 			return err
+		}
+		if prof != nil {
+			prof.metrics(ctx, proc.metricsEndpoint(), "after-steady")
+			prof.metrics(ctx, r.spire.MetricsURL(), "spire-after-steady")
 		}
 	}
 	if w.o.idle > 0 {

@@ -87,6 +87,18 @@ func (p profiler) fetch(ctx context.Context, path, file string) error {
 	return f.Close()
 }
 
+// metrics saves a scrape of the controller's metrics to <dir>/metrics-<phase>.txt, so that
+// its own view of a phase (sync and SPIRE write durations) can be read against the bench's.
+func (p profiler) metrics(ctx context.Context, url, phase string) {
+	body, err := scrape(ctx, url)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(p.dir, "metrics-"+phase+".txt"), body, 0o644)
+	}
+	if err != nil {
+		logf("metrics at %s: %v", phase, err)
+	}
+}
+
 // profileDuration bounds a CPU profile to what pprof serves comfortably and the phase can
 // fill.
 func profileDuration(expected time.Duration) time.Duration {
