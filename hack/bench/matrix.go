@@ -225,6 +225,8 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 		return res, err
 	}
 	cfg.gcInterval = o.resyncInterval
+	// Back to back: the worst case for pods synced during a resync.
+	cfg.maxResyncShare = 1
 	// The start-up is profiled over about the raw listing's time and the informers' lists.
 	cfg.startupProfile = profileDuration(2*res.ceiling.list + 5*time.Second)
 	if proc, res.startup, err = startRegistrar(ctx, w.bin, res.logDir, "restart", cfg, o.timeout); err != nil {

@@ -68,6 +68,9 @@ type registrarConfig struct {
 	// of that long is also taken from the moment the process serves, named cpu-<logName>.
 	profiling      bool
 	startupProfile time.Duration
+	// maxResyncShare, when set, is passed as --max-resync-share: 1 lets resyncs run back to
+	// back at a short gcInterval.
+	maxResyncShare float64
 }
 
 // registrarProcess is spire-registrar running as its own process, as in production, so that
@@ -122,6 +125,9 @@ spireServerSocketPath: %s
 		"--workers="+strconv.Itoa(c.workers))
 	if c.profiling {
 		p.cmd.Args = append(p.cmd.Args, "--profiling")
+	}
+	if c.maxResyncShare > 0 {
+		p.cmd.Args = append(p.cmd.Args, "--max-resync-share="+strconv.FormatFloat(c.maxResyncShare, 'g', -1, 64))
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -95,6 +95,7 @@ func entryOptions(cfg *config.Config, dryRun bool, keep []string) entry.Options 
 		IgnoreNamespace:      cfg.IsNamespaceIgnored,
 		ClassMatches:         cfg.ClassMatches,
 		ResyncInterval:       cfg.GCInterval,
+		MaxResyncShare:       cfg.MaxResyncShare,
 		EntryIDPrefix:        cfg.EntryIDPrefix,
 		EntryIDPrefixCleanup: cfg.EntryIDPrefixCleanup,
 		// The SPIRE client is spire.DryRun already (see spireChain); the controller must also

@@ -20,6 +20,7 @@ import (
 	"flag"
 
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 )
 
 // Options are the standalone binary's command-line flags: spire-registrar's own, and every
@@ -43,6 +44,8 @@ type Options struct {
 	// DryRunOutput, with DryRun, is a file that receives every planned SPIRE write as a JSON
 	// line.
 	DryRunOutput string
+	// MaxResyncShare bounds the share of time full resyncs take.
+	MaxResyncShare float64
 	// Profiling serves Go's /debug/pprof/ handlers next to /metrics, as kube-controller-manager's
 	// --profiling does; off by default because profiles show memory contents.
 	Profiling bool
@@ -83,6 +86,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", 10, "Number of pods synced concurrently.")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing anything: not to SPIRE, not status, not Events.")
 	fs.StringVar(&o.DryRunOutput, "dry-run-output", "", "With --dry-run, also write every planned SPIRE write to this file as JSON lines, for review.")
+	fs.Float64Var(&o.MaxResyncShare, "max-resync-share", runner.DefaultMaxResyncShare, "Largest share of time full resyncs may take: the wait after a resync is stretched beyond gcInterval so that it is at least 1/share-1 times the resync's duration. 1 never stretches.")
 	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's /debug/pprof/ handlers on the metrics address (metrics.bindAddress), for CPU and heap profiles.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
@@ -116,6 +120,7 @@ func (o *Options) override(cfg *config.Config) {
 	if o.set["health-probe-bind-address"] {
 		cfg.HealthProbeBindAddress = o.HealthProbeBindAddress
 	}
+	cfg.MaxResyncShare = o.MaxResyncShare
 	if o.set["leader-elect"] {
 		cfg.LeaderElection.Enabled = o.LeaderElect
 	}

@@ -64,6 +64,9 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	for _, note := range logging.Notes {
 		logger.Info("Warning: " + note)
 	}
+	if !(opts.MaxResyncShare > 0 && opts.MaxResyncShare <= 1) {
+		return fmt.Errorf("--max-resync-share must be more than 0 and at most 1, got %v", opts.MaxResyncShare)
+	}
 	opts.override(cfg)
 	if opts.SPIREServerAddress != "" || opts.WorkloadAPISocket != "" {
 		if err := cfg.UseSPIREServerAddressFlags(opts.SPIREServerAddress, opts.WorkloadAPISocket); err != nil {

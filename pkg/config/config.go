@@ -115,6 +115,9 @@ type Config struct {
 	ClassName        string
 	WatchClassless   bool
 	GCInterval       time.Duration
+	// MaxResyncShare bounds the share of time full resyncs take (spire-registrar's
+	// --max-resync-share; 0 means the default).
+	MaxResyncShare float64
 
 	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and the health
 	// probes are served; "0" (the default) disables them.

@@ -76,6 +76,9 @@ type Options struct {
 	ClassMatches func(className string) bool
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
+	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
+	// on a large server (see runner.Every); 0 means runner.DefaultMaxResyncShare.
+	MaxResyncShare float64
 	// EntryIDPrefix, when set, names the entries this controller owns: "<prefix>.<unique>".
 	// Other entries are invisible to it.
 	EntryIDPrefix string
@@ -264,6 +267,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Prefetch:       c.reconciler.Prefetch,
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
+		MaxResyncShare: c.opts.MaxResyncShare,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers: []runner.Workers{
 			{Count: workers, Work: func(ctx context.Context) { runner.Work(ctx, ControllerName, "pod", c.podQueue, c.syncPod) }},

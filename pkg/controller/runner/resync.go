@@ -61,20 +61,50 @@ func UntilSucceeded(ctx context.Context, resync func(context.Context) error) boo
 	return err == nil
 }
 
+// DefaultMaxResyncShare is the largest share of time full resyncs take by default. With
+// spire-controller-manager's shipped gcInterval of 10s, a resync of 300k entries would
+// otherwise list SPIRE back to back.
+const DefaultMaxResyncShare = 0.1
+
 // Every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
 // server spread their lists), the first time one interval from now, until ctx ends. A failed
 // resync is retried at the next interval; meanwhile events are handled from the caches.
-func Every(ctx context.Context, interval time.Duration, resync func(context.Context) error) {
+//
+// The wait after a resync is stretched so that resyncs take at most maxShare of the time
+// (0 means DefaultMaxResyncShare, 1 or more never stretches): a resync that took d is followed
+// by at least d×(1/maxShare−1) of rest. Out-of-band changes are then repaired a little later
+// on a large server, instead of SPIRE serving full lists without pause.
+func Every(ctx context.Context, interval time.Duration, maxShare float64, resync func(context.Context) error) {
+	logger := klog.FromContext(ctx)
+	var last time.Duration
 	for {
-		timer := time.NewTimer(wait.Jitter(interval, 0.1))
+		pause := RestAfter(interval, maxShare, last)
+		if pause > interval {
+			logger.V(2).Info("Full resync interval stretched to bound the share of time resyncs take", "interval", interval, "lastResync", last, "wait", pause)
+		}
+		timer := time.NewTimer(wait.Jitter(pause, 0.1))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
 		case <-timer.C:
 		}
+		start := time.Now()
 		if err := resync(ctx); err != nil {
-			klog.FromContext(ctx).Error(err, "Full resync failed")
+			logger.Error(err, "Full resync failed")
 		}
+		last = time.Since(start)
 	}
+}
+
+// RestAfter is the wait before the next full resync: interval, stretched so that a resync
+// that took last is at most maxShare of the time.
+func RestAfter(interval time.Duration, maxShare float64, last time.Duration) time.Duration {
+	if maxShare <= 0 {
+		maxShare = DefaultMaxResyncShare
+	}
+	if maxShare >= 1 {
+		return interval
+	}
+	return max(interval, time.Duration(float64(last)*(1/maxShare-1)))
 }

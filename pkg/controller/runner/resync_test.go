@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,5 +92,26 @@ func TestMeteredResyncMetrics(t *testing.T) {
 	got.LastDuration = 0
 	if diff := cmp.Diff(resyncMetrics{Successes: 2, Failures: 1, LastTimeSet: true}, got); diff != "" {
 		t.Errorf("after two successful resyncs (-want +got):\n%s", diff)
+	}
+}
+
+func TestRestAfterBoundsTheShareOfResyncs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		share    float64
+		last     time.Duration
+		want     time.Duration
+	}{
+		{"a quick resync keeps the interval", 10 * time.Second, 0.1, 200 * time.Millisecond, 10 * time.Second},
+		{"a long resync stretches the wait to 9 times its duration", 10 * time.Second, 0.1, 5 * time.Second, 45 * time.Second},
+		{"0 is the default share", 10 * time.Second, 0, 5 * time.Second, 45 * time.Second},
+		{"a share of a half rests as long as the resync took", time.Second, 0.5, 3 * time.Second, 3 * time.Second},
+		{"a share of 1 never stretches", 100 * time.Millisecond, 1, time.Minute, 100 * time.Millisecond},
+		{"before the first periodic resync", 10 * time.Second, 0.1, 0, 10 * time.Second},
+	} {
+		if got := RestAfter(tc.interval, tc.share, tc.last); got != tc.want {
+			t.Errorf("%s: RestAfter(%v, %v, %v) = %v, want %v", tc.name, tc.interval, tc.share, tc.last, got, tc.want)
+		}
 	}
 }

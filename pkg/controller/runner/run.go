@@ -50,6 +50,8 @@ type Loop struct {
 	// it succeeds, then every ResyncInterval. Run records its metrics (see MeteredResync).
 	Resync         func(context.Context) error
 	ResyncInterval time.Duration
+	// MaxResyncShare bounds the share of time resyncs take (see Every); 0 is the default.
+	MaxResyncShare float64
 	// OnSynced, if set, is called once the first resync succeeded, before the workers start:
 	// from then on the controller is ready.
 	OnSynced func()
@@ -114,7 +116,7 @@ func Run(ctx context.Context, l Loop) {
 			wg.Go(func() { wait.UntilWithContext(ctx, w.Work, time.Second) })
 		}
 	}
-	wg.Go(func() { Every(ctx, l.ResyncInterval, resync) })
+	wg.Go(func() { Every(ctx, l.ResyncInterval, l.MaxResyncShare, resync) })
 
 	<-ctx.Done()
 }
