@@ -276,7 +276,7 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 		if err != nil {
 			return res, err
 		}
-		res.resyncDuty = min(1, (resyncs1-resyncs0)*last/elapsed.Seconds())
+		res.resyncDuty = resyncDuty(resyncs1-resyncs0, last, elapsed)
 	}
 	if err := r.verifyK(ctx, k); err != nil {
 		return res, fmt.Errorf("at the end: %w", err)
@@ -364,6 +364,16 @@ func (w *matrixWorld) bulk(ctx context.Context, r *run, res *cellResult, name st
 		return fmt.Errorf("after the bulk: %w", err)
 	}
 	return nil
+}
+
+// resyncDuty is the share of a phase of back-to-back resyncs during which one ran: the
+// resyncs that completed times the last one's duration, over the phase. When none completed,
+// one resync outlasted the whole phase, which it spanned.
+func resyncDuty(completed, lastSeconds float64, phase time.Duration) float64 {
+	if completed == 0 {
+		return 1
+	}
+	return min(1, completed*lastSeconds/phase.Seconds())
 }
 
 // scrapeResyncs reads how many full resyncs the entry controller completed successfully.

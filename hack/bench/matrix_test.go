@@ -194,3 +194,19 @@ spire_registrar_full_resyncs_total_other{controller="a",result="success"} 7
 		t.Errorf("sumSeries = %v, %v; want 3", got, err)
 	}
 }
+
+func TestResyncDuty(t *testing.T) {
+	for _, tc := range []struct {
+		completed, last float64
+		phase           time.Duration
+		want            float64
+	}{
+		{completed: 4, last: 2.5, phase: 20 * time.Second, want: 0.5},
+		{completed: 10, last: 3, phase: 20 * time.Second, want: 1},
+		{completed: 0, last: 0.1, phase: 20 * time.Second, want: 1},
+	} {
+		if got := resyncDuty(tc.completed, tc.last, tc.phase); got != tc.want {
+			t.Errorf("resyncDuty(%v, %v, %v) = %v, want %v", tc.completed, tc.last, tc.phase, got, tc.want)
+		}
+	}
+}
