@@ -21,12 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
@@ -480,7 +480,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 	}
 	want := map[string]int64{"ClusterSPIFFEID/" + validClusterSPIFFEID: 1, "ClusterStaticEntry/" + validCSE: 1,
 		"ClusterFederatedTrustDomain/" + validWeb: 1, "ClusterFederatedTrustDomain/" + validSPIFFE: 1}
-	if !reflect.DeepEqual(stored, want) {
-		t.Errorf("stored resources (name: generation) = %v, want only the valid ones, unchanged: %v", stored, want)
+	if diff := cmp.Diff(want, stored); diff != "" {
+		t.Errorf("stored resources (name: generation), want only the valid ones, unchanged (-want +got):\n%s", diff)
 	}
 }
