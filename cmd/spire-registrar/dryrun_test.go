@@ -151,11 +151,11 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 	if rels, err := spireServer.FederationShow(ctx); err != nil || len(rels) != 0 {
 		t.Errorf("SPIRE federation relationships after a dry run: %+v (err %v)", rels, err)
 	}
-	csid, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, "pods", metav1.GetOptions{})
+	clusterSPIFFEID, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, "pods", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(spirev1alpha1.ClusterSPIFFEIDStatus{}, csid.Status); diff != "" {
+	if diff := cmp.Diff(spirev1alpha1.ClusterSPIFFEIDStatus{}, clusterSPIFFEID.Status); diff != "" {
 		t.Errorf("ClusterSPIFFEID status written in a dry run (-want +got):\n%s", diff)
 	}
 	cse, err := spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(ctx, "db", metav1.GetOptions{})

@@ -215,7 +215,7 @@ func TestStaticModeBadStart(t *testing.T) {
 	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	csid := "apiVersion: spire.spiffe.io/v1alpha1\nkind: ClusterSPIFFEID\nmetadata: {name: all}\nspec:\n  spiffeIDTemplate: spiffe://x/y\n"
+	clusterSPIFFEIDManifest := "apiVersion: spire.spiffe.io/v1alpha1\nkind: ClusterSPIFFEID\nmetadata: {name: all}\nspec:\n  spiffeIDTemplate: spiffe://x/y\n"
 	for _, tc := range []struct {
 		name   string
 		files  map[string]string
@@ -224,7 +224,7 @@ func TestStaticModeBadStart(t *testing.T) {
 		env    []string
 		want   []string
 	}{
-		{name: "ClusterSPIFFEID manifest", files: map[string]string{"ids.yaml": csid},
+		{name: "ClusterSPIFFEID manifest", files: map[string]string{"ids.yaml": clusterSPIFFEIDManifest},
 			want: []string{"ids.yaml", "ClusterSPIFFEID is not supported in static mode"}},
 		{name: "undefined env var", files: map[string]string{"app.yaml": fmt.Sprintf(appEntryTemplate, "")},
 			config: "expandEnvStaticManifests: true\n", want: []string{"app.yaml", "APP_NAME"}},

@@ -46,8 +46,8 @@ import (
 const (
 	demoNamespace = "demo"
 	demoApp       = "web"
-	// demoCSID is the name of manifests/examples/clusterspiffeid.yaml's ClusterSPIFFEID.
-	demoCSID = "demo-web"
+	// demoClusterSPIFFEID is the name of manifests/examples/clusterspiffeid.yaml's ClusterSPIFFEID.
+	demoClusterSPIFFEID = "demo-web"
 )
 
 // demoEntry is what the demo shows of a SPIRE entry.
@@ -142,15 +142,15 @@ func runDemo(args []string) error {
 	// The status is written a second or so after the entries.
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
 	_ = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		csid, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, demoCSID, metav1.GetOptions{})
+		clusterSPIFFEID, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, demoClusterSPIFFEID, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		stats = csid.Status.Stats
+		stats = clusterSPIFFEID.Status.Stats
 		return stats.EntriesToSet == *replicas, nil
 	})
 	fmt.Printf("\nClusterSPIFFEID %s status: %d pods selected, %d entries to set, %d entry failures\n",
-		demoCSID, stats.PodsSelected, stats.EntriesToSet, stats.EntryFailures)
+		demoClusterSPIFFEID, stats.PodsSelected, stats.EntriesToSet, stats.EntryFailures)
 	return nil
 }
 
@@ -210,14 +210,14 @@ func applyDemo(ctx context.Context, client kubernetes.Interface, spireAPI spirec
 	if err != nil {
 		return err
 	}
-	var csid spirev1alpha1.ClusterSPIFFEID
-	if err := yaml.UnmarshalStrict(data, &csid); err != nil {
+	var clusterSPIFFEID spirev1alpha1.ClusterSPIFFEID
+	if err := yaml.UnmarshalStrict(data, &clusterSPIFFEID); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := create(spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &csid, metav1.CreateOptions{})); err != nil {
+	if err := create(spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &clusterSPIFFEID, metav1.CreateOptions{})); err != nil {
 		return err
 	}
-	fmt.Printf("demo: created ClusterSPIFFEID %s from %s\n", csid.Name, path)
+	fmt.Printf("demo: created ClusterSPIFFEID %s from %s\n", clusterSPIFFEID.Name, path)
 	return nil
 }
 

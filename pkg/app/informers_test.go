@@ -96,18 +96,18 @@ func TestConfigNarrowsTheInformers(t *testing.T) {
 		pod := func(ns, name string, labels map[string]string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 		}
-		csid := func(name string, labels map[string]string) *spirev1alpha1.ClusterSPIFFEID {
+		labelledClusterSPIFFEID := func(name string, labels map[string]string) *spirev1alpha1.ClusterSPIFFEID {
 			return &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 		}
 		return k8sfake.NewClientset(pod("apps", "a", map[string]string{"spiffe": "on"}), pod("apps", "b", nil), pod("web", "c", nil)),
-			spirefake.NewSimpleClientset(csid("mine", map[string]string{"spire.spiffe.io/class-name": "blue", "tier": "1"}),
-				csid("other-class", map[string]string{"spire.spiffe.io/class-name": "red", "tier": "1"}), csid("classless", nil))
+			spirefake.NewSimpleClientset(labelledClusterSPIFFEID("mine", map[string]string{"spire.spiffe.io/class-name": "blue", "tier": "1"}),
+				labelledClusterSPIFFEID("other-class", map[string]string{"spire.spiffe.io/class-name": "red", "tier": "1"}), labelledClusterSPIFFEID("classless", nil))
 	}
 	for _, tc := range []struct {
-		name      string
-		config    string
-		wantPods  []string
-		wantCSIDs []string
+		name                 string
+		config               string
+		wantPods             []string
+		wantClusterSPIFFEIDs []string
 	}{
 		{"nothing narrowed", "", []string{"apps/a", "apps/b", "web/c"}, []string{"classless", "mine", "other-class"}},
 		{"filterByClassName", "className: blue\nfilterByClassName: true\n", []string{"apps/a", "apps/b", "web/c"}, []string{"mine"}},
@@ -138,19 +138,19 @@ func TestConfigNarrowsTheInformers(t *testing.T) {
 			}()
 			kubeInformers.WaitForCacheSync(ctx.Done())
 			spireInformers.WaitForCacheSync(ctx.Done())
-			var pods, csids []string
+			var pods, clusterSPIFFEIDs []string
 			for _, obj := range kubeInformers.Core().V1().Pods().Informer().GetStore().List() {
 				pods = append(pods, obj.(*corev1.Pod).Namespace+"/"+obj.(*corev1.Pod).Name)
 			}
 			for _, obj := range spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs().Informer().GetStore().List() {
-				csids = append(csids, obj.(*spirev1alpha1.ClusterSPIFFEID).Name)
+				clusterSPIFFEIDs = append(clusterSPIFFEIDs, obj.(*spirev1alpha1.ClusterSPIFFEID).Name)
 			}
 			slices.Sort(pods)
-			slices.Sort(csids)
+			slices.Sort(clusterSPIFFEIDs)
 			if diff := cmp.Diff(tc.wantPods, pods); diff != "" {
 				t.Errorf("pods (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantCSIDs, csids); diff != "" {
+			if diff := cmp.Diff(tc.wantClusterSPIFFEIDs, clusterSPIFFEIDs); diff != "" {
 				t.Errorf("ClusterSPIFFEIDs (-want +got):\n%s", diff)
 			}
 		})

@@ -61,7 +61,7 @@ func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 	if _, err := realcluster.CreatePod(ctx, client, "default", "before", node.Name, withHost("host-a")); err != nil {
 		t.Fatal(err)
 	}
-	createCSID := func(name, template string) {
+	createClusterSPIFFEID := func(name, template string) {
 		t.Helper()
 		if _, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -70,7 +70,7 @@ func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createCSID("by-name", "spiffe://{{ .TrustDomain }}/pod/{{ .PodMeta.Name }}")
+	createClusterSPIFFEID("by-name", "spiffe://{{ .TrustDomain }}/pod/{{ .PodMeta.Name }}")
 
 	cfg, err := config.Parse([]byte("trustDomain: " + td + "\nclusterName: it\nclusterDomain: cluster.local\n" +
 		"spireServerSocketPath: " + stack.SPIRE.SocketPath() + "\ngcInterval: 2s\n"))
@@ -128,7 +128,7 @@ func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 	}
 	waitFor("spiffe://" + td + "/pod/before")
 
-	createCSID("by-host", `spiffe://{{ .TrustDomain }}/host-{{ .PodSpec.Hostname }}-{{ index .PodMeta.Annotations "team" }}`)
+	createClusterSPIFFEID("by-host", `spiffe://{{ .TrustDomain }}/host-{{ .PodSpec.Hostname }}-{{ index .PodMeta.Annotations "team" }}`)
 	if _, err := realcluster.CreatePod(ctx, client, "default", "after", node.Name, withHost("host-b")); err != nil {
 		t.Fatal(err)
 	}

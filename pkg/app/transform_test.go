@@ -58,9 +58,9 @@ func TestTrimForCacheKeepsWhatTemplatesAndControllersSee(t *testing.T) {
 		t.Errorf("trimmed node (-want +got):\n%s", diff)
 	}
 
-	csid := &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+	inputClusterSPIFFEID := &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "t"}}
-	out, _ = trimForCache(csid)
+	out, _ = trimForCache(inputClusterSPIFFEID)
 	if got := out.(*spirev1alpha1.ClusterSPIFFEID); got.ManagedFields != nil || got.Spec.SPIFFEIDTemplate != "t" {
 		t.Errorf("trimmed ClusterSPIFFEID wrongly: %+v", got)
 	}

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
 const minimal = `
@@ -31,6 +33,13 @@ kind: ControllerManagerConfig
 trustDomain: example.org
 clusterName: demo
 `
+
+// configOptions compare parsed Configs by their exported fields; the unexported ones are
+// derived from those (compiled patterns) or only steer flag handling.
+var configOptions = cmp.Options{
+	cmpopts.IgnoreUnexported(Config{}),
+	cmpopts.EquateComparable(spiffeid.TrustDomain{}, spiffeid.ID{}),
+}
 
 func TestParseDefaults(t *testing.T) {
 	cfg, err := Parse([]byte(minimal))
@@ -78,9 +87,23 @@ gcInterval: 30s
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if cfg.ClusterDomain != "cluster.local" || cfg.SPIREServerSocketPath != "/run/spire/api.sock" ||
-		cfg.GCInterval != 30*time.Second || cfg.ClassName != "blue" || !cfg.WatchClassless {
-		t.Errorf("fields not honoured: %+v", cfg)
+	defaults, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every field the file sets is honoured; the others keep their defaults.
+	want := *defaults
+	want.TrustDomain = spiffeid.RequireTrustDomainFromString("prod.example.org")
+	want.ClusterName = "east"
+	want.ClusterDomain = "cluster.local"
+	want.SPIREServerSocketPath = "/run/spire/api.sock"
+	want.IgnoreNamespaces = []string{"kube-.*", "istio-system", "^spire$"}
+	want.ParentIDTemplate = "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}"
+	want.ClassName = "blue"
+	want.WatchClassless = true
+	want.GCInterval = 30 * time.Second
+	if diff := cmp.Diff(&want, cfg, configOptions); diff != "" {
+		t.Errorf("fields not honoured (-want +got):\n%s", diff)
 	}
 	cases := map[string]bool{
 		"kube-system": true, "kube-node-lease": true, "istio-system": true,
@@ -113,20 +136,21 @@ leaderElection:
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := LeaderElection{Enabled: true, ResourceName: "98c9c988.spiffe.io", ResourceNamespace: "spire-system",
-		LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second}
-	if cfg.LeaderElection != want {
-		t.Errorf("LeaderElection = %+v, want %+v", cfg.LeaderElection, want)
-	}
-	if cfg.MetricsBindAddress != "127.0.0.1:8082" || cfg.HealthProbeBindAddress != "0.0.0.0:8083" ||
-		cfg.ReadinessEndpointName != "ready" || cfg.LivenessEndpointName != "healthz" {
-		t.Errorf("serving = %q %q %q %q", cfg.MetricsBindAddress, cfg.HealthProbeBindAddress, cfg.ReadinessEndpointName, cfg.LivenessEndpointName)
-	}
 	plain, err := Parse([]byte(minimal))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.LeaderElection.Enabled || plain.MetricsBindAddress != DisabledAddress || plain.HealthProbeBindAddress != DisabledAddress {
+	want := *plain
+	want.LeaderElection = LeaderElection{Enabled: true, ResourceName: "98c9c988.spiffe.io", ResourceNamespace: "spire-system",
+		LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second}
+	want.MetricsBindAddress = "127.0.0.1:8082"
+	want.HealthProbeBindAddress = "0.0.0.0:8083"
+	want.ReadinessEndpointName = "ready"
+	if diff := cmp.Diff(&want, cfg, configOptions); diff != "" {
+		t.Errorf("serving and leader election (-want +got):\n%s", diff)
+	}
+	if plain.LeaderElection.Enabled || plain.MetricsBindAddress != DisabledAddress || plain.HealthProbeBindAddress != DisabledAddress ||
+		plain.LivenessEndpointName != "healthz" {
 		t.Errorf("defaults: %+v", plain)
 	}
 }

@@ -31,9 +31,9 @@ import (
 // TestClusterSPIFFEIDCountsAndFailures explains a ClusterSPIFFEID over pods in each state and
 // checks the counts and the first failures, by namespace and name, within the limit.
 func TestClusterSPIFFEIDCountsAndFailures(t *testing.T) {
-	target := csid("sa", 1)
+	target := clusterSPIFFEID("sa", 1)
 	target.Status.Stats = spirev1alpha1.ClusterSPIFFEIDStats{PodsSelected: 7}
-	older := csid("older", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+	older := clusterSPIFFEID("older", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 		s.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"masked": "yes"}}
 	})
 	all := a(target, older)
@@ -100,7 +100,7 @@ func TestClusterSPIFFEIDCountsAndFailures(t *testing.T) {
 
 // TestClusterSPIFFEIDNotHandled checks that a ClusterSPIFFEID of another class says so.
 func TestClusterSPIFFEIDNotHandled(t *testing.T) {
-	c := csid("other", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "x" })
+	c := clusterSPIFFEID("other", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "x" })
 	got := testExplainer(t, "").ClusterSPIFFEID(ClusterSPIFFEIDInput{ClusterSPIFFEID: c}, 10)
 	if got.Handled || got.Reason != ReasonClassMismatch {
 		t.Errorf("handled %v reason %q, want not handled, %s", got.Handled, got.Reason, ReasonClassMismatch)

@@ -67,9 +67,9 @@ func testPod() PodInput {
 	}
 }
 
-// csid is a ClusterSPIFFEID of class cls giving every pod the identity of its service
+// clusterSPIFFEID is a ClusterSPIFFEID of class cls giving every pod the identity of its service
 // account, created age minutes after the epoch.
-func csid(name string, age int, mutate ...func(*spirev1alpha1.ClusterSPIFFEIDSpec)) *spirev1alpha1.ClusterSPIFFEID {
+func clusterSPIFFEID(name string, age int, mutate ...func(*spirev1alpha1.ClusterSPIFFEIDSpec)) *spirev1alpha1.ClusterSPIFFEID {
 	c := &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: k8stypes.UID("uid-" + name), CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(age) * time.Minute))},
 		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
@@ -83,7 +83,7 @@ func csid(name string, age int, mutate ...func(*spirev1alpha1.ClusterSPIFFEIDSpe
 	return c
 }
 
-// webEntry is the entry csid renders for testPod, as SPIRE holds it.
+// webEntry is the entry clusterSPIFFEID renders for testPod, as SPIRE holds it.
 func webEntry(id string) *spiretypes.Entry {
 	return &spiretypes.Entry{
 		Id:        id,
@@ -131,8 +131,11 @@ func TestPodReasons(t *testing.T) {
 		wantSummary  string // a substring of the summary
 	}{
 		{
-			name:        "rendered and in sync",
-			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)); in.SPIREEntries = a(webEntry("e1")) },
+			name: "rendered and in sync",
+			mutate: func(in *PodInput) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
+				in.SPIREEntries = a(webEntry("e1"))
+			},
 			want:        map[string]string{"sa": ReasonRendered},
 			wantStates:  []string{"sa:InSync"},
 			wantSummary: "1 entry in SPIRE as rendered",
@@ -140,7 +143,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "rendered, missing in SPIRE",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("sa", 0))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
 			},
 			want:        map[string]string{"sa": ReasonRendered},
 			wantStates:  []string{"sa:Missing"},
@@ -149,7 +152,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "rendered, outdated in SPIRE",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("sa", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 					s.DNSNameTemplates = []string{"web.app"}
 				}))
 				in.SPIREEntries = a(webEntry("e1"))
@@ -160,7 +163,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "masked by the older declarer",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("young", 5), csid("old", 1))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("young", 5), clusterSPIFFEID("old", 1))
 				in.SPIREEntries = a(webEntry("e1"))
 			},
 			want:        map[string]string{"old": ReasonRendered, "young": ReasonMasked},
@@ -170,7 +173,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "fallback suppressed by a regular one",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("sa", 1), csid("fb", 0, fallback))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 1), clusterSPIFFEID("fb", 0, fallback))
 			},
 			want:        map[string]string{"sa": ReasonRendered, "fb": ReasonFallbackSuppressed},
 			wantStates:  []string{"sa:Missing"},
@@ -179,7 +182,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "fallback applies when the regular one fails to render",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("fb", 0, fallback), csid("broken", 1, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("fb", 0, fallback), clusterSPIFFEID("broken", 1, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 					s.SPIFFEIDTemplate = "spiffe://other.org/x"
 				}))
 			},
@@ -189,7 +192,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "render failure",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("broken", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe://other.org/x" }))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("broken", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe://other.org/x" }))
 			},
 			want:        map[string]string{"broken": ReasonRenderFailed},
 			wantMessage: "trust domain",
@@ -198,7 +201,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "class mismatch",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("other", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "x" }))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("other", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "x" }))
 			},
 			want:        map[string]string{"other": ReasonClassMismatch},
 			wantMessage: `its className is "x", the controller's is "cls"`,
@@ -207,7 +210,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "classless without watchClassless",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("none", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "" }))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("none", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) { s.ClassName = "" }))
 			},
 			want:        map[string]string{"none": ReasonClassMismatch},
 			wantMessage: "watchClassless is false",
@@ -215,14 +218,14 @@ func TestPodReasons(t *testing.T) {
 		{
 			name:        "not watched: lacks the label selector's labels",
 			config:      "clusterSPIFFEIDLabelSelector: {tier: prod}\n",
-			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)) },
+			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)) },
 			want:        map[string]string{"sa": ReasonNotWatched},
 			wantMessage: "tier=prod",
 		},
 		{
 			name: "namespace selector mismatch",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("b", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("b", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 					s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
 				}))
 			},
@@ -230,15 +233,17 @@ func TestPodReasons(t *testing.T) {
 			wantMessage: `namespaceSelector "team=b" does not match namespace app labels {team=a}`,
 		},
 		{
-			name:        "pod selector mismatch",
-			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("db", 0, matchPod(map[string]string{"app": "db"}))) },
+			name: "pod selector mismatch",
+			mutate: func(in *PodInput) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("db", 0, matchPod(map[string]string{"app": "db"})))
+			},
 			want:        map[string]string{"db": ReasonPodSelectorMismatch},
 			wantMessage: `podSelector "app=db" does not match pod labels {app=web}`,
 		},
 		{
 			name: "invalid selector",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("bad", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("bad", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 					s.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 				}))
 			},
@@ -247,7 +252,7 @@ func TestPodReasons(t *testing.T) {
 		},
 		{
 			name:         "namespace ignored",
-			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)); setNamespace(in, "ignored") },
+			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)); setNamespace(in, "ignored") },
 			want:         map[string]string{"sa": ReasonNamespaceIgnored},
 			wantEligible: ReasonNamespaceIgnored,
 			wantMessage:  `namespace ignored matches ignoreNamespaces pattern "ignored"`,
@@ -256,7 +261,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name:         "namespace outside cacheNamespaces",
 			config:       "cacheNamespaces: {other: {}}\n",
-			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)) },
+			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)) },
 			want:         map[string]string{"sa": ReasonNamespaceIgnored},
 			wantEligible: ReasonNamespaceIgnored,
 			wantMessage:  "namespace app is not in cacheNamespaces",
@@ -264,14 +269,14 @@ func TestPodReasons(t *testing.T) {
 		{
 			name:         "pod outside cacheNamespaces' label selector",
 			config:       "cacheNamespaces: {app: {labelSelectors: {spiffe: enabled}}}\n",
-			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)) },
+			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)) },
 			want:         map[string]string{"sa": ReasonPodNotWatched},
 			wantEligible: ReasonPodNotWatched,
 		},
 		{
 			name: "pod finished",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("sa", 0))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
 				in.Pod.Status.Phase = corev1.PodSucceeded
 				in.SPIREEntries = a(webEntry("e1"))
 			},
@@ -282,7 +287,7 @@ func TestPodReasons(t *testing.T) {
 		{
 			name: "pod not scheduled",
 			mutate: func(in *PodInput) {
-				in.ClusterSPIFFEIDs = a(csid("sa", 0))
+				in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
 				in.Pod.Spec.NodeName, in.Node = "", nil
 			},
 			want:        map[string]string{"sa": ReasonPodNotScheduled},
@@ -290,14 +295,14 @@ func TestPodReasons(t *testing.T) {
 		},
 		{
 			name:        "node not found",
-			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)); in.Node = nil },
+			mutate:      func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)); in.Node = nil },
 			want:        map[string]string{"sa": ReasonNodeNotFound},
 			wantMessage: "node n1 does not exist",
 		},
 		{
 			name:         "ClusterSPIFFEIDs not reconciled",
 			config:       "reconcile: {clusterStaticEntries: true}\n",
-			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(csid("sa", 0)) },
+			mutate:       func(in *PodInput) { in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0)) },
 			want:         map[string]string{"sa": ReasonClusterSPIFFEIDsNotReconciled},
 			wantEligible: ReasonClusterSPIFFEIDsNotReconciled,
 		},
@@ -354,7 +359,7 @@ func setNamespace(in *PodInput, ns string) {
 // values, and keeps SPIRE's entry ID.
 func TestOutdatedEntryDiff(t *testing.T) {
 	in := testPod()
-	in.ClusterSPIFFEIDs = a(csid("sa", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
+	in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0, func(s *spirev1alpha1.ClusterSPIFFEIDSpec) {
 		s.DNSNameTemplates = []string{"web.app", "web"}
 		s.TTL = metav1.Duration{Duration: time.Hour}
 	}))
@@ -382,7 +387,7 @@ func TestOutdatedEntryDiff(t *testing.T) {
 // listed as stale, duplicates included, and that entries of another entryIDPrefix are foreign.
 func TestStaleAndForeignEntries(t *testing.T) {
 	in := testPod()
-	in.ClusterSPIFFEIDs = a(csid("sa", 0))
+	in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
 	old := webEntry("mine.1")
 	old.SpiffeId.Path = "/old"
 	duplicate := webEntry("mine.3")
@@ -416,7 +421,7 @@ func TestStaleAndForeignEntries(t *testing.T) {
 // and no line ending in blanks.
 func TestPodText(t *testing.T) {
 	in := testPod()
-	in.ClusterSPIFFEIDs = a(csid("young", 5), csid("old", 1))
+	in.ClusterSPIFFEIDs = a(clusterSPIFFEID("young", 5), clusterSPIFFEID("old", 1))
 	in.SPIREEntries = a(webEntry("e1"))
 	var out bytes.Buffer
 	if err := WritePodText(&out, testExplainer(t, "").Pod(in)); err != nil {

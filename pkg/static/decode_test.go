@@ -22,6 +22,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
@@ -53,16 +56,23 @@ func TestDecodeFileReadsEveryDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(objs) != 2 {
-		t.Fatalf("decoded %d objects, want 2", len(objs))
+	want := []object{
+		&spirev1alpha1.ClusterStaticEntry{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "spire.spiffe.io/v1alpha1", Kind: "ClusterStaticEntry"},
+			ObjectMeta: metav1.ObjectMeta{Name: "db"},
+			Spec: spirev1alpha1.ClusterStaticEntrySpec{SPIFFEID: "spiffe://example.org/db",
+				ParentID: "spiffe://example.org/spire/server", Selectors: []string{"unix:uid:999"}},
+		},
+		&spirev1alpha1.ClusterFederatedTrustDomain{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "spire.spiffe.io/v1alpha1", Kind: "ClusterFederatedTrustDomain"},
+			ObjectMeta: metav1.ObjectMeta{Name: "partner"},
+			Spec: spirev1alpha1.ClusterFederatedTrustDomainSpec{TrustDomain: "partner.org",
+				BundleEndpointURL:     "https://partner.org/bundle",
+				BundleEndpointProfile: spirev1alpha1.BundleEndpointProfile{Type: spirev1alpha1.HTTPSWebProfileType}},
+		},
 	}
-	cse, ok := objs[0].(*spirev1alpha1.ClusterStaticEntry)
-	if !ok || cse.Name != "db" || cse.Spec.SPIFFEID != "spiffe://example.org/db" || cse.Spec.Selectors[0] != "unix:uid:999" {
-		t.Errorf("first object = %#v", objs[0])
-	}
-	cftd, ok := objs[1].(*spirev1alpha1.ClusterFederatedTrustDomain)
-	if !ok || cftd.Spec.TrustDomain != "partner.org" || cftd.Spec.BundleEndpointProfile.Type != "https_web" {
-		t.Errorf("second object = %#v", objs[1])
+	if diff := cmp.Diff(want, objs); diff != "" {
+		t.Errorf("decoded objects (-want +got):\n%s", diff)
 	}
 }
 

@@ -59,10 +59,10 @@ import (
 )
 
 const (
-	kindConfig = config.Kind
-	kindCSID   = "ClusterSPIFFEID"
-	kindCSE    = "ClusterStaticEntry"
-	kindCFTD   = "ClusterFederatedTrustDomain"
+	kindConfig          = config.Kind
+	kindClusterSPIFFEID = "ClusterSPIFFEID"
+	kindCSE             = "ClusterStaticEntry"
+	kindCFTD            = "ClusterFederatedTrustDomain"
 
 	// configFile is the example config the controllers run with.
 	configFile = "config.yaml"
@@ -168,14 +168,14 @@ func decodeStrict[T any](t *testing.T, d *document) *T {
 // trustDomainBundle is a SPIFFE bundle of its trust domain.
 func TestExamplesDecode(t *testing.T) {
 	docs := readExamples(t)
-	requireKinds(t, docs, kindConfig, kindCSID, kindCSE, kindCFTD)
+	requireKinds(t, docs, kindConfig, kindClusterSPIFFEID, kindCSE, kindCFTD)
 	for _, d := range docs {
 		switch d.obj.GetKind() {
 		case kindConfig:
 			if _, err := config.Parse(d.yaml); err != nil {
 				t.Errorf("%s: config.Parse refused it: %v", d, err)
 			}
-		case kindCSID:
+		case kindClusterSPIFFEID:
 			decodeStrict[spirev1alpha1.ClusterSPIFFEID](t, d)
 		case kindCSE:
 			decodeStrict[spirev1alpha1.ClusterStaticEntry](t, d)
@@ -205,7 +205,7 @@ func TestExamplesReconcile(t *testing.T) {
 	}
 	begin := time.Now()
 	docs := readExamples(t)
-	requireKinds(t, docs, kindConfig, kindCSID, kindCSE, kindCFTD)
+	requireKinds(t, docs, kindConfig, kindClusterSPIFFEID, kindCSE, kindCFTD)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -265,7 +265,7 @@ func TestExamplesReconcile(t *testing.T) {
 	// ClusterSPIFFEID and ClusterStaticEntry have conditions; any other kind is checked too once
 	// its CRD declares them.
 	withConditions := kindsWithConditions(ctx, t, dyn)
-	for _, kind := range []string{kindCSID, kindCSE} {
+	for _, kind := range []string{kindClusterSPIFFEID, kindCSE} {
 		if gk := (schema.GroupKind{Group: spirev1alpha1.SchemeGroupVersion.Group, Kind: kind}); !withConditions[gk] {
 			t.Fatalf("the CRD of %s declares no status.conditions", kind)
 		}
@@ -732,23 +732,23 @@ func (c *checker) conditions() error {
 	}
 	for _, d := range c.objects {
 		switch d.obj.GetKind() {
-		case kindCSID:
-			csid, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})
+		case kindClusterSPIFFEID:
+			clusterSPIFFEID, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			n := 0
 			for _, w := range c.wantEntries {
-				if strings.HasPrefix(w.from, kindCSID+" "+d.obj.GetName()+", pod ") {
+				if strings.HasPrefix(w.from, kindClusterSPIFFEID+" "+d.obj.GetName()+", pod ") {
 					n++
 				}
 			}
 			if want := (spirev1alpha1.ClusterSPIFFEIDStats{
-				NamespacesSelected: csid.Status.Stats.NamespacesSelected, NamespacesIgnored: csid.Status.Stats.NamespacesIgnored,
+				NamespacesSelected: clusterSPIFFEID.Status.Stats.NamespacesSelected, NamespacesIgnored: clusterSPIFFEID.Status.Stats.NamespacesIgnored,
 				PodsSelected: n, EntriesToSet: n,
-			}); csid.Status.Stats != want {
-				errs = append(errs, fmt.Errorf("%s: stats %+v, want %+v", d, csid.Status.Stats, want))
+			}); clusterSPIFFEID.Status.Stats != want {
+				errs = append(errs, fmt.Errorf("%s: stats %+v, want %+v", d, clusterSPIFFEID.Status.Stats, want))
 			}
 		case kindCSE:
 			cse, err := c.spireAPI.SpireV1alpha1().ClusterStaticEntries().Get(c.ctx, d.obj.GetName(), metav1.GetOptions{})

@@ -292,11 +292,11 @@ func runControllersAsServiceAccount(t *testing.T, ctx context.Context, admin, sa
 	wantStats := spirev1alpha1.ClusterSPIFFEIDStats{NamespacesSelected: 1, PodsSelected: 1, EntriesToSet: 1}
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
 	eventually(t, ctx, "the ClusterSPIFFEID status", func() (bool, error) {
-		csid, err := adminSpire.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, webID, metav1.GetOptions{})
+		clusterSPIFFEID, err := adminSpire.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, webID, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		stats = csid.Status.Stats
+		stats = clusterSPIFFEID.Status.Stats
 		return stats == wantStats, nil
 	})
 	// Events about cluster-scoped objects go to the default namespace.

@@ -88,7 +88,7 @@ func startScenario(t *testing.T, w *world, ns string, autoPopulateDNSNames bool)
 	if err := realcluster.WaitServiceAccount(ctx, w.client, ns, "default"); err != nil {
 		t.Fatal(err)
 	}
-	csid := &spirev1alpha1.ClusterSPIFFEID{
+	clusterSPIFFEID := &spirev1alpha1.ClusterSPIFFEID{
 		ObjectMeta: metav1.ObjectMeta{Name: ns},
 		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
 			SPIFFEIDTemplate:     spiffeIDTemplate,
@@ -96,7 +96,7 @@ func startScenario(t *testing.T, w *world, ns string, autoPopulateDNSNames bool)
 			AutoPopulateDNSNames: autoPopulateDNSNames,
 		},
 	}
-	if _, err := w.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, csid, metav1.CreateOptions{}); err != nil {
+	if _, err := w.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, clusterSPIFFEID, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w.mu.Lock()

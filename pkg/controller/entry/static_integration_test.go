@@ -20,10 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
 func (e *itEnv) staticEntry(name string, spec spirev1alpha1.ClusterStaticEntrySpec) *spirev1alpha1.ClusterStaticEntry {
@@ -66,9 +69,13 @@ func TestClusterStaticEntries(t *testing.T) {
 	set := spirev1alpha1.ClusterStaticEntryStatus{Rendered: true, Set: true}
 	e.waitForStaticStatus(db.Name, set, "EntrySet")
 	got := e.oracleBySPIFFEID()["spiffe://example.org/db"]
-	if got.ParentID != "spiffe://example.org/spire/server" || got.X509SVIDTTL != 3600 || got.Hint != "db" || !got.StoreSVID ||
-		len(got.DNSNames) != 1 || selectorStrings(got.Selectors) != "unix:uid:999" {
-		t.Errorf("entry = %+v", got)
+	want := realcluster.Entry{SPIFFEID: "spiffe://example.org/db", ParentID: "spiffe://example.org/spire/server",
+		Selectors: []realcluster.Selector{{Type: "unix", Value: "uid:999"}}, X509SVIDTTL: 3600,
+		DNSNames: []string{"db.example.com"}, StoreSVID: true, Hint: "db"}
+	// SPIRE assigns the ID, the revision and the creation time.
+	assigned := cmpopts.IgnoreFields(realcluster.Entry{}, "ID", "RevisionNumber", "CreatedAt")
+	if diff := cmp.Diff(want, got, assigned, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("entry (-want +got):\n%s", diff)
 	}
 
 	// A younger resource declaring the same entry is masked and writes nothing. Creation times

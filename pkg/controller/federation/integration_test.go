@@ -30,6 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/status"
@@ -108,16 +110,22 @@ func (c *countingClient) take() (int, []string) {
 
 // cliBundle is a trust domain bundle as `spire-server federation list -output json` prints it.
 type cliBundle struct {
-	TrustDomain     string `json:"trust_domain"`
-	X509Authorities []struct {
-		ASN1 []byte `json:"asn1"`
-	} `json:"x509_authorities"`
-	JWTAuthorities []struct {
-		KeyID     string `json:"key_id"`
-		PublicKey []byte `json:"public_key"`
-	} `json:"jwt_authorities"`
-	RefreshHint    json.Number `json:"refresh_hint"`
-	SequenceNumber json.Number `json:"sequence_number"`
+	TrustDomain     string             `json:"trust_domain"`
+	X509Authorities []cliX509Authority `json:"x509_authorities"`
+	JWTAuthorities  []cliJWTAuthority  `json:"jwt_authorities"`
+	RefreshHint     json.Number        `json:"refresh_hint"`
+	SequenceNumber  json.Number        `json:"sequence_number"`
+}
+
+// cliX509Authority is one X.509 authority of a cliBundle.
+type cliX509Authority struct {
+	ASN1 []byte `json:"asn1"`
+}
+
+// cliJWTAuthority is one JWT authority of a cliBundle.
+type cliJWTAuthority struct {
+	KeyID     string `json:"key_id"`
+	PublicKey []byte `json:"public_key"`
 }
 
 // TestIntegration runs the controller in-process against a real kube-apiserver and a real
@@ -308,21 +316,23 @@ func TestIntegration(t *testing.T) {
 	spf := create("spiffe", spiffeSpec("spiffe.test", endpoint+"/spiffe", "spiffe://spiffe.test/spire/server",
 		bundleDoc(t, "spiffe.test", []*x509.Certificate{ca1}, jwtKeys, 5*time.Minute, 1)))
 	expect("created relationships", []string{"spiffe.test", "web.test"}, func(rels map[string]realcluster.FederationRelationship) error {
-		w, s := rels["web.test"], rels["spiffe.test"]
-		if w.BundleEndpointURL != endpoint+"/web" || w.Profile != "https_web" {
-			return fmt.Errorf("web.test = %+v", w)
+		// The bundle is compared decoded, below.
+		want := map[string]realcluster.FederationRelationship{
+			"web.test": {TrustDomain: "web.test", BundleEndpointURL: endpoint + "/web", Profile: "https_web"},
+			"spiffe.test": {TrustDomain: "spiffe.test", BundleEndpointURL: endpoint + "/spiffe", Profile: "https_spiffe",
+				EndpointSPIFFEID: "spiffe://spiffe.test/spire/server"},
 		}
-		if s.BundleEndpointURL != endpoint+"/spiffe" || s.Profile != "https_spiffe" || s.EndpointSPIFFEID != "spiffe://spiffe.test/spire/server" {
-			return fmt.Errorf("spiffe.test = %+v", s)
+		if diff := cmp.Diff(want, rels, cmpopts.IgnoreFields(realcluster.FederationRelationship{}, "TrustDomainBundle")); diff != "" {
+			return fmt.Errorf("relationships (-want +got):\n%s", diff)
 		}
-		b, err := bundleOf(s)
+		b, err := bundleOf(rels["spiffe.test"])
 		if err != nil {
 			return err
 		}
-		if b.TrustDomain != "spiffe.test" || len(b.X509Authorities) != 1 || !bytes.Equal(b.X509Authorities[0].ASN1, ca1.Raw) ||
-			len(b.JWTAuthorities) != 1 || b.JWTAuthorities[0].KeyID != "key-1" || !bytes.Equal(b.JWTAuthorities[0].PublicKey, jwtDER) ||
-			b.RefreshHint != "300" || b.SequenceNumber != "1" {
-			return fmt.Errorf("spiffe.test bundle = %s", s.TrustDomainBundle)
+		wantBundle := &cliBundle{TrustDomain: "spiffe.test", X509Authorities: []cliX509Authority{{ASN1: ca1.Raw}},
+			JWTAuthorities: []cliJWTAuthority{{KeyID: "key-1", PublicKey: jwtDER}}, RefreshHint: "300", SequenceNumber: "1"}
+		if diff := cmp.Diff(wantBundle, b); diff != "" {
+			return fmt.Errorf("spiffe.test bundle (-want +got):\n%s", diff)
 		}
 		return nil
 	})

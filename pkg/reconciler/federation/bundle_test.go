@@ -17,14 +17,15 @@ limitations under the License.
 package federation
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/x509"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 func TestParseBundle(t *testing.T) {
@@ -37,23 +38,23 @@ func TestParseBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.TrustDomain != "fed.org" || b.RefreshHint != 300 || b.SequenceNumber != 42 {
-		t.Errorf("bundle = %v", b)
-	}
-	if len(b.X509Authorities) != 2 || !bytes.Equal(b.X509Authorities[0].Asn1, ca1.Raw) || !bytes.Equal(b.X509Authorities[1].Asn1, ca2.Raw) {
-		t.Errorf("X.509 authorities = %v", b.X509Authorities)
-	}
-	wantPKIX := func(k crypto.PublicKey) []byte {
+	pkix := func(k crypto.PublicKey) []byte {
 		der, err := x509.MarshalPKIXPublicKey(k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return der
 	}
-	if len(b.JwtAuthorities) != 2 ||
-		b.JwtAuthorities[0].KeyId != "kid-a" || !bytes.Equal(b.JwtAuthorities[0].PublicKey, wantPKIX(k1)) ||
-		b.JwtAuthorities[1].KeyId != "kid-b" || !bytes.Equal(b.JwtAuthorities[1].PublicKey, wantPKIX(k2)) {
-		t.Errorf("JWT authorities = %v", b.JwtAuthorities)
+	// X.509 authorities keep the document's order; JWT authorities are sorted by key ID.
+	want := &spiretypes.Bundle{
+		TrustDomain:     "fed.org",
+		X509Authorities: []*spiretypes.X509Certificate{{Asn1: ca1.Raw}, {Asn1: ca2.Raw}},
+		JwtAuthorities:  []*spiretypes.JWTKey{{KeyId: "kid-a", PublicKey: pkix(k1)}, {KeyId: "kid-b", PublicKey: pkix(k2)}},
+		RefreshHint:     300,
+		SequenceNumber:  42,
+	}
+	if diff := cmp.Diff(want, b, protocmp.Transform()); diff != "" {
+		t.Errorf("bundle (-want +got):\n%s", diff)
 	}
 }
 

@@ -17,14 +17,15 @@ limitations under the License.
 package federation
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/x509"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
@@ -40,6 +41,7 @@ func TestToRelationship(t *testing.T) {
 	spiffe := func(id string) spirev1alpha1.BundleEndpointProfile {
 		return spirev1alpha1.BundleEndpointProfile{Type: spirev1alpha1.HTTPSSPIFFEProfileType, EndpointSPIFFEID: id}
 	}
+	httpsWeb := &spiretypes.FederationRelationship_HttpsWeb{HttpsWeb: &spiretypes.HTTPSWebProfile{}}
 
 	tests := []struct {
 		name   string
@@ -48,39 +50,26 @@ func TestToRelationship(t *testing.T) {
 		wantErr []string
 		// notInErr lists substrings the error must not contain (secrets).
 		notInErr []string
-		check    func(*testing.T, *spiretypes.FederationRelationship)
+		// want is the relationship a valid spec converts to; nil skips the comparison.
+		want *spiretypes.FederationRelationship
 	}{
-		{name: "https_web", check: func(t *testing.T, r *spiretypes.FederationRelationship) {
-			if r.TrustDomain != "fed.org" || r.BundleEndpointUrl != "https://fed.org:8443/bundle" || r.TrustDomainBundle != nil {
-				t.Errorf("relationship = %v", r)
-			}
-			if _, ok := r.BundleEndpointProfile.(*spiretypes.FederationRelationship_HttpsWeb); !ok {
-				t.Errorf("profile = %T", r.BundleEndpointProfile)
-			}
-		}},
+		{name: "https_web", want: &spiretypes.FederationRelationship{TrustDomain: "fed.org",
+			BundleEndpointUrl: "https://fed.org:8443/bundle", BundleEndpointProfile: httpsWeb}},
 		{name: "https_spiffe with bundle", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
 			s.BundleEndpointProfile = spiffe("spiffe://fed.org/spire/server")
 			s.TrustDomainBundle = doc
-		}, check: func(t *testing.T, r *spiretypes.FederationRelationship) {
-			p, ok := r.BundleEndpointProfile.(*spiretypes.FederationRelationship_HttpsSpiffe)
-			if !ok || p.HttpsSpiffe.EndpointSpiffeId != "spiffe://fed.org/spire/server" {
-				t.Errorf("profile = %v", r.BundleEndpointProfile)
-			}
-			b := r.TrustDomainBundle
-			if b.GetTrustDomain() != "fed.org" || len(b.GetX509Authorities()) != 1 || !bytes.Equal(b.X509Authorities[0].Asn1, ca.Raw) {
-				t.Errorf("bundle = %v", b)
-			}
+		}, want: &spiretypes.FederationRelationship{TrustDomain: "fed.org", BundleEndpointUrl: "https://fed.org:8443/bundle",
+			BundleEndpointProfile: &spiretypes.FederationRelationship_HttpsSpiffe{
+				HttpsSpiffe: &spiretypes.HTTPSSPIFFEProfile{EndpointSpiffeId: "spiffe://fed.org/spire/server"}},
+			TrustDomainBundle: &spiretypes.Bundle{TrustDomain: "fed.org", X509Authorities: []*spiretypes.X509Certificate{{Asn1: ca.Raw}}},
 		}},
 		{name: "endpoint in another trust domain", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
 			s.BundleEndpointProfile = spiffe("spiffe://other.org/server")
 		}},
 		{name: "URL normalised as SPIRE stores it", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) {
 			s.BundleEndpointURL = "HTTPS://fed.org/a b"
-		}, check: func(t *testing.T, r *spiretypes.FederationRelationship) {
-			if r.BundleEndpointUrl != "https://fed.org/a%20b" {
-				t.Errorf("URL = %q", r.BundleEndpointUrl)
-			}
-		}},
+		}, want: &spiretypes.FederationRelationship{TrustDomain: "fed.org",
+			BundleEndpointUrl: "https://fed.org/a%20b", BundleEndpointProfile: httpsWeb}},
 
 		{name: "missing trust domain", mutate: func(s *spirev1alpha1.ClusterFederatedTrustDomainSpec) { s.TrustDomain = "" },
 			wantErr: []string{"spec.trustDomain: Required"}},
@@ -142,8 +131,10 @@ func TestToRelationship(t *testing.T) {
 				if len(errs) > 0 {
 					t.Fatalf("unexpected errors: %v", errs)
 				}
-				if tt.check != nil {
-					tt.check(t, rel)
+				if tt.want != nil {
+					if diff := cmp.Diff(tt.want, rel, protocmp.Transform()); diff != "" {
+						t.Errorf("relationship (-want +got):\n%s", diff)
+					}
 				}
 				return
 			}

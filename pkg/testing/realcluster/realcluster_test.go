@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -262,8 +264,13 @@ func TestRealCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if created.ID == "" || created.SPIFFEID != "spiffe://example.org/ns/apps/sa/web" || created.X509SVIDTTL != 600 || created.Hint != "web" {
-			t.Fatalf("created entry %+v", created)
+		want := Entry{SPIFFEID: "spiffe://example.org/ns/apps/sa/web", ParentID: "spiffe://example.org/spire/agent/k8s_psat/demo/node-a",
+			Selectors: []Selector{{Type: "k8s", Value: "ns:apps"}, {Type: "k8s", Value: "sa:web"}}, X509SVIDTTL: 600,
+			DNSNames: []string{"web.apps.svc"}, Hint: "web"}
+		// SPIRE assigns the ID and the creation time.
+		assigned := cmpopts.IgnoreFields(Entry{}, "ID", "CreatedAt")
+		if diff := cmp.Diff(want, created, assigned, cmpopts.EquateEmpty()); diff != "" || created.ID == "" || created.CreatedAt == 0 {
+			t.Fatalf("created entry %+v (-want +got):\n%s", created, diff)
 		}
 		spire.Kill()
 		start := time.Now()
@@ -279,9 +286,8 @@ func TestRealCluster(t *testing.T) {
 			t.Fatalf("entries after restart: %+v", entries)
 		}
 		got := entries[0]
-		if got.ID != created.ID || got.ParentID != created.ParentID || len(got.Selectors) != 2 ||
-			got.Selectors[0].String() != "k8s:ns:apps" || len(got.DNSNames) != 1 || got.DNSNames[0] != "web.apps.svc" || got.CreatedAt == 0 {
-			t.Fatalf("entry after restart %+v, created %+v", got, created)
+		if diff := cmp.Diff(created, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("entry after restart (-created +got):\n%s", diff)
 		}
 		if err := spire.DeleteEntryCLI(ctx, got.ID); err != nil {
 			t.Fatal(err)

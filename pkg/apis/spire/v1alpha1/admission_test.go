@@ -21,12 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
@@ -75,7 +75,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 	}
 
 	// Typed creates, each from a valid spec with one thing broken.
-	csid := func(mutate func(*v1alpha1.ClusterSPIFFEIDSpec)) func(string) error {
+	clusterSPIFFEID := func(mutate func(*v1alpha1.ClusterSPIFFEIDSpec)) func(string) error {
 		return func(name string) error {
 			spec := v1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}"}
 			mutate(&spec)
@@ -101,7 +101,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 			return err
 		}
 	}
-	csidMeta := func(mutate func(*metav1.ObjectMeta)) func(string) error {
+	clusterSPIFFEIDMeta := func(mutate func(*metav1.ObjectMeta)) func(string) error {
 		return func(name string) error {
 			m := meta(name)
 			mutate(&m)
@@ -130,7 +130,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 			return post(resource, body)
 		}
 	}
-	csidSpec := func() object { return object{"spiffeIDTemplate": "spiffe://{{ .TrustDomain }}/x"} }
+	clusterSPIFFEIDSpec := func() object { return object{"spiffeIDTemplate": "spiffe://{{ .TrustDomain }}/x"} }
 	cseSpec := func() object {
 		return object{"spiffeID": "spiffe://example.org/db", "parentID": "spiffe://example.org/spire/server", "selectors": []any{"unix:uid:999"}}
 	}
@@ -138,8 +138,8 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 		return object{"trustDomain": "partner.org", "bundleEndpointURL": "https://partner.org/bundle",
 			"bundleEndpointProfile": object{"type": "https_web"}}
 	}
-	rawCSID := func(mutate func(spec object)) func(string) error {
-		return raw("clusterspiffeids", "ClusterSPIFFEID", csidSpec, func(_, s object) { mutate(s) })
+	rawClusterSPIFFEID := func(mutate func(spec object)) func(string) error {
+		return raw("clusterspiffeids", "ClusterSPIFFEID", clusterSPIFFEIDSpec, func(_, s object) { mutate(s) })
 	}
 	rawCSE := func(mutate func(spec object)) func(string) error {
 		return raw("clusterstaticentries", "ClusterStaticEntry", cseSpec, func(_, s object) { mutate(s) })
@@ -154,7 +154,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 	}
 
 	// Updates that would break one of the valid resources created first.
-	updateCSID := func(name string, mutate func(*v1alpha1.ClusterSPIFFEIDSpec)) func(string) error {
+	updateClusterSPIFFEID := func(name string, mutate func(*v1alpha1.ClusterSPIFFEIDSpec)) func(string) error {
 		return func(string) error {
 			cur, err := api.ClusterSPIFFEIDs().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -189,11 +189,11 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 	}
 
 	const (
-		validCSID     = "valid-clusterspiffeid"
-		validCSE      = "valid-clusterstaticentry"
-		validWeb      = "valid-https-web"
-		validSPIFFE   = "valid-https-spiffe"
-		partnerServer = "spiffe://partner.org/spire/server"
+		validClusterSPIFFEID = "valid-clusterspiffeid"
+		validCSE             = "valid-clusterstaticentry"
+		validWeb             = "valid-https-web"
+		validSPIFFE          = "valid-https-spiffe"
+		partnerServer        = "spiffe://partner.org/spire/server"
 	)
 	cases := []struct {
 		name   string
@@ -201,7 +201,7 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 		field  string // "" means the resource must be accepted
 	}{
 		// The valid resources, first: the update cases below try to break them.
-		{validCSID, csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{validClusterSPIFFEID, clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.TTL = dur("1h")
 			s.FederatesWith = []string{"spiffe://partner.org", "other.org"}
 		}), ""},
@@ -213,96 +213,96 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 		}), ""},
 
 		// ClusterSPIFFEID, typed.
-		{"SPIFFE ID template not spiffe://", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "https://x/{{ .PodMeta.Name }}" }), "spec.spiffeIDTemplate"},
-		{"empty SPIFFE ID template", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template without scheme", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"SPIFFE ID template not spiffe://", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "https://x/{{ .PodMeta.Name }}" }), "spec.spiffeIDTemplate"},
+		{"empty SPIFFE ID template", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template without scheme", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.SPIFFEIDTemplate = "{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}"
 		}), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template http", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "http://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template upper-case scheme", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "SPIFFE://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template leading space", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = " spiffe://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template one slash", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe:/{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template no colon", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe//{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
-		{"SPIFFE ID template starting with a template", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"SPIFFE ID template http", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "http://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template upper-case scheme", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "SPIFFE://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template leading space", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = " spiffe://{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template one slash", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe:/{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template no colon", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.SPIFFEIDTemplate = "spiffe//{{ .TrustDomain }}/x" }), "spec.spiffeIDTemplate"},
+		{"SPIFFE ID template starting with a template", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.SPIFFEIDTemplate = `{{ "spiffe://" }}{{ .TrustDomain }}/x`
 		}), "spec.spiffeIDTemplate"},
-		{"negative ttl", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("-1h") }), "spec.ttl"},
-		{"negative jwtTtl", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.JWTTTL = dur("-5m") }), "spec.jwtTtl"},
-		{"bad federatesWith", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"Partner Org"} }), "spec.federatesWith[0]"},
-		{"upper-case federatesWith", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"Partner.org"} }), "spec.federatesWith[0]"},
-		{"federatesWith with a path", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"spiffe://partner.org/x"} }), "spec.federatesWith[0]"},
-		{"federatesWith https URL", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"https://partner.org"} }), "spec.federatesWith[0]"},
-		{"federatesWith with a port", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"partner.org:8443"} }), "spec.federatesWith[0]"},
-		{"empty federatesWith", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{""} }), "spec.federatesWith[0]"},
-		{"too long federatesWith", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{long("", 256, ".org")} }), "spec.federatesWith[0]"},
-		{"second federatesWith bad", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"partner.org", "spiffe://"} }), "spec.federatesWith[1]"},
-		{"bad label selector operator", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"negative ttl", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("-1h") }), "spec.ttl"},
+		{"negative jwtTtl", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.JWTTTL = dur("-5m") }), "spec.jwtTtl"},
+		{"bad federatesWith", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"Partner Org"} }), "spec.federatesWith[0]"},
+		{"upper-case federatesWith", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"Partner.org"} }), "spec.federatesWith[0]"},
+		{"federatesWith with a path", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"spiffe://partner.org/x"} }), "spec.federatesWith[0]"},
+		{"federatesWith https URL", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"https://partner.org"} }), "spec.federatesWith[0]"},
+		{"federatesWith with a port", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"partner.org:8443"} }), "spec.federatesWith[0]"},
+		{"empty federatesWith", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{""} }), "spec.federatesWith[0]"},
+		{"too long federatesWith", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{long("", 256, ".org")} }), "spec.federatesWith[0]"},
+		{"second federatesWith bad", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.FederatesWith = []string{"partner.org", "spiffe://"} }), "spec.federatesWith[1]"},
+		{"bad label selector operator", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a"}}}
 		}), "spec.podSelector.matchExpressions[0].operator"},
-		{"pod selector operator Equals", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"pod selector operator Equals", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Equals", Values: []string{"b"}}}}
 		}), "spec.podSelector.matchExpressions[0].operator"},
-		{"pod selector operator lower-case", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"pod selector operator lower-case", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.PodSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "in", Values: []string{"b"}}}}
 		}), "spec.podSelector.matchExpressions[0].operator"},
-		{"namespace selector bad operator", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"namespace selector bad operator", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "!="}}}
 		}), "spec.namespaceSelector.matchExpressions[0].operator"},
-		{"namespace selector second expression bad", csid(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"namespace selector second expression bad", clusterSPIFFEID(func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "env", Operator: metav1.LabelSelectorOpExists}, {Key: "tier", Operator: "Matches", Values: []string{"x"}}}}
 		}), "spec.namespaceSelector.matchExpressions[1].operator"},
-		{"invalid resource name", csidMeta(func(m *metav1.ObjectMeta) { m.Name = "Bad_Name" }), "metadata.name"},
-		{"too long resource name", csidMeta(func(m *metav1.ObjectMeta) { m.Name = long("x", 254, "") }), "metadata.name"},
-		{"invalid label key", csidMeta(func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"bad key": "x"} }), "metadata.labels"},
-		{"invalid label value", csidMeta(func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"app": "not valid!"} }), "metadata.labels"},
-		{"invalid finalizer", csidMeta(func(m *metav1.ObjectMeta) { m.Finalizers = []string{"not a finalizer"} }), "metadata.finalizers"},
+		{"invalid resource name", clusterSPIFFEIDMeta(func(m *metav1.ObjectMeta) { m.Name = "Bad_Name" }), "metadata.name"},
+		{"too long resource name", clusterSPIFFEIDMeta(func(m *metav1.ObjectMeta) { m.Name = long("x", 254, "") }), "metadata.name"},
+		{"invalid label key", clusterSPIFFEIDMeta(func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"bad key": "x"} }), "metadata.labels"},
+		{"invalid label value", clusterSPIFFEIDMeta(func(m *metav1.ObjectMeta) { m.Labels = map[string]string{"app": "not valid!"} }), "metadata.labels"},
+		{"invalid finalizer", clusterSPIFFEIDMeta(func(m *metav1.ObjectMeta) { m.Finalizers = []string{"not a finalizer"} }), "metadata.finalizers"},
 
 		// ClusterSPIFFEID, raw.
-		{"ClusterSPIFFEID without spec", raw("clusterspiffeids", "ClusterSPIFFEID", csidSpec, func(o, _ object) { delete(o, "spec") }), "spec: Required value"},
-		{"ClusterSPIFFEID without template", rawCSID(func(s object) { delete(s, "spiffeIDTemplate") }), "spec.spiffeIDTemplate"},
-		{"template as a number", rawCSID(func(s object) { s["spiffeIDTemplate"] = 42 }), "spec.spiffeIDTemplate"},
-		{"template as a list", rawCSID(func(s object) { s["spiffeIDTemplate"] = []any{"spiffe://example.org/x"} }), "spec.spiffeIDTemplate"},
-		{"ttl in seconds", rawCSID(func(s object) { s["ttl"] = 3600 }), "spec.ttl"},
-		{"jwtTtl as a boolean", rawCSID(func(s object) { s["jwtTtl"] = true }), "spec.jwtTtl"},
-		{"negative ttl string", rawCSID(func(s object) { s["ttl"] = "-30s" }), "spec.ttl"},
+		{"ClusterSPIFFEID without spec", raw("clusterspiffeids", "ClusterSPIFFEID", clusterSPIFFEIDSpec, func(o, _ object) { delete(o, "spec") }), "spec: Required value"},
+		{"ClusterSPIFFEID without template", rawClusterSPIFFEID(func(s object) { delete(s, "spiffeIDTemplate") }), "spec.spiffeIDTemplate"},
+		{"template as a number", rawClusterSPIFFEID(func(s object) { s["spiffeIDTemplate"] = 42 }), "spec.spiffeIDTemplate"},
+		{"template as a list", rawClusterSPIFFEID(func(s object) { s["spiffeIDTemplate"] = []any{"spiffe://example.org/x"} }), "spec.spiffeIDTemplate"},
+		{"ttl in seconds", rawClusterSPIFFEID(func(s object) { s["ttl"] = 3600 }), "spec.ttl"},
+		{"jwtTtl as a boolean", rawClusterSPIFFEID(func(s object) { s["jwtTtl"] = true }), "spec.jwtTtl"},
+		{"negative ttl string", rawClusterSPIFFEID(func(s object) { s["ttl"] = "-30s" }), "spec.ttl"},
 		// Strings Go cannot parse as durations would make every list of the kind fail to
 		// decode, stalling the controller for all resources: they must never get in.
-		{"ttl in days", rawCSID(func(s object) { s["ttl"] = "1d" }), "spec.ttl"},
-		{"ttl not a duration", rawCSID(func(s object) { s["ttl"] = "abc" }), "spec.ttl"},
-		{"ttl overflowing a duration", rawCSID(func(s object) { s["ttl"] = "9999999999999h" }), "spec.ttl"},
-		{"jwtTtl with a space", rawCSID(func(s object) { s["jwtTtl"] = "5 m" }), "spec.jwtTtl"},
-		{"jwtTtl without a unit", rawCSID(func(s object) { s["jwtTtl"] = "300" }), "spec.jwtTtl"},
-		{"admin as a string", rawCSID(func(s object) { s["admin"] = "yes" }), "spec.admin"},
-		{"fallback as a string", rawCSID(func(s object) { s["fallback"] = "true" }), "spec.fallback"},
-		{"hint as a number", rawCSID(func(s object) { s["hint"] = 7 }), "spec.hint"},
-		{"className as a list", rawCSID(func(s object) { s["className"] = []any{"blue"} }), "spec.className"},
-		{"federatesWith as a string", rawCSID(func(s object) { s["federatesWith"] = "partner.org" }), "spec.federatesWith"},
-		{"dnsNameTemplates as a string", rawCSID(func(s object) { s["dnsNameTemplates"] = "{{ .PodMeta.Name }}.svc" }), "spec.dnsNameTemplates"},
-		{"workloadSelectorTemplates as a map", rawCSID(func(s object) { s["workloadSelectorTemplates"] = object{"k8s": "ns:x"} }), "spec.workloadSelectorTemplates"},
-		{"workload selector template as a number", rawCSID(func(s object) { s["workloadSelectorTemplates"] = []any{1} }), "spec.workloadSelectorTemplates[0]"},
-		{"podSelector as a string", rawCSID(func(s object) { s["podSelector"] = "app=web" }), "spec.podSelector"},
-		{"matchLabels value a number", rawCSID(func(s object) { s["podSelector"] = object{"matchLabels": object{"replicas": 3}} }), "spec.podSelector.matchLabels.replicas"},
-		{"matchLabels as a list", rawCSID(func(s object) { s["namespaceSelector"] = object{"matchLabels": []any{"env=prod"}} }), "spec.namespaceSelector.matchLabels"},
-		{"matchExpression without key", rawCSID(func(s object) { s["podSelector"] = selector(object{"operator": "Exists"}) }), "spec.podSelector.matchExpressions[0].key"},
-		{"matchExpression without operator", rawCSID(func(s object) { s["podSelector"] = selector(object{"key": "app"}) }), "spec.podSelector.matchExpressions[0].operator"},
-		{"matchExpression values a string", rawCSID(func(s object) {
+		{"ttl in days", rawClusterSPIFFEID(func(s object) { s["ttl"] = "1d" }), "spec.ttl"},
+		{"ttl not a duration", rawClusterSPIFFEID(func(s object) { s["ttl"] = "abc" }), "spec.ttl"},
+		{"ttl overflowing a duration", rawClusterSPIFFEID(func(s object) { s["ttl"] = "9999999999999h" }), "spec.ttl"},
+		{"jwtTtl with a space", rawClusterSPIFFEID(func(s object) { s["jwtTtl"] = "5 m" }), "spec.jwtTtl"},
+		{"jwtTtl without a unit", rawClusterSPIFFEID(func(s object) { s["jwtTtl"] = "300" }), "spec.jwtTtl"},
+		{"admin as a string", rawClusterSPIFFEID(func(s object) { s["admin"] = "yes" }), "spec.admin"},
+		{"fallback as a string", rawClusterSPIFFEID(func(s object) { s["fallback"] = "true" }), "spec.fallback"},
+		{"hint as a number", rawClusterSPIFFEID(func(s object) { s["hint"] = 7 }), "spec.hint"},
+		{"className as a list", rawClusterSPIFFEID(func(s object) { s["className"] = []any{"blue"} }), "spec.className"},
+		{"federatesWith as a string", rawClusterSPIFFEID(func(s object) { s["federatesWith"] = "partner.org" }), "spec.federatesWith"},
+		{"dnsNameTemplates as a string", rawClusterSPIFFEID(func(s object) { s["dnsNameTemplates"] = "{{ .PodMeta.Name }}.svc" }), "spec.dnsNameTemplates"},
+		{"workloadSelectorTemplates as a map", rawClusterSPIFFEID(func(s object) { s["workloadSelectorTemplates"] = object{"k8s": "ns:x"} }), "spec.workloadSelectorTemplates"},
+		{"workload selector template as a number", rawClusterSPIFFEID(func(s object) { s["workloadSelectorTemplates"] = []any{1} }), "spec.workloadSelectorTemplates[0]"},
+		{"podSelector as a string", rawClusterSPIFFEID(func(s object) { s["podSelector"] = "app=web" }), "spec.podSelector"},
+		{"matchLabels value a number", rawClusterSPIFFEID(func(s object) { s["podSelector"] = object{"matchLabels": object{"replicas": 3}} }), "spec.podSelector.matchLabels.replicas"},
+		{"matchLabels as a list", rawClusterSPIFFEID(func(s object) { s["namespaceSelector"] = object{"matchLabels": []any{"env=prod"}} }), "spec.namespaceSelector.matchLabels"},
+		{"matchExpression without key", rawClusterSPIFFEID(func(s object) { s["podSelector"] = selector(object{"operator": "Exists"}) }), "spec.podSelector.matchExpressions[0].key"},
+		{"matchExpression without operator", rawClusterSPIFFEID(func(s object) { s["podSelector"] = selector(object{"key": "app"}) }), "spec.podSelector.matchExpressions[0].operator"},
+		{"matchExpression values a string", rawClusterSPIFFEID(func(s object) {
 			s["namespaceSelector"] = selector(object{"key": "env", "operator": "In", "values": "prod"})
 		}), "spec.namespaceSelector.matchExpressions[0].values"},
-		{"misspelt spiffeIdTemplate", rawCSID(func(s object) {
+		{"misspelt spiffeIdTemplate", rawClusterSPIFFEID(func(s object) {
 			delete(s, "spiffeIDTemplate")
 			s["spiffeIdTemplate"] = "spiffe://{{ .TrustDomain }}/x"
 		}), "spiffeIdTemplate"},
-		{"unknown spec field", rawCSID(func(s object) { s["parentIDTemplate"] = "spiffe://{{ .TrustDomain }}/node" }), "spec.parentIDTemplate"},
-		{"unknown selector field", rawCSID(func(s object) { s["podSelector"] = object{"matchLabel": object{"app": "web"}} }), "spec.podSelector.matchLabel"},
-		{"unknown top-level field", raw("clusterspiffeids", "ClusterSPIFFEID", csidSpec, func(o, _ object) { o["specs"] = object{} }), "specs"},
+		{"unknown spec field", rawClusterSPIFFEID(func(s object) { s["parentIDTemplate"] = "spiffe://{{ .TrustDomain }}/node" }), "spec.parentIDTemplate"},
+		{"unknown selector field", rawClusterSPIFFEID(func(s object) { s["podSelector"] = object{"matchLabel": object{"app": "web"}} }), "spec.podSelector.matchLabel"},
+		{"unknown top-level field", raw("clusterspiffeids", "ClusterSPIFFEID", clusterSPIFFEIDSpec, func(o, _ object) { o["specs"] = object{} }), "specs"},
 		{"duplicate template field", text("clusterspiffeids", `{"apiVersion":"spire.spiffe.io/v1alpha1","kind":"ClusterSPIFFEID",`+
 			`"metadata":{"name":%q},"spec":{"spiffeIDTemplate":"spiffe://{{ .TrustDomain }}/a","spiffeIDTemplate":"spiffe://{{ .TrustDomain }}/b"}}`),
 			"spiffeIDTemplate"},
-		{"update ClusterSPIFFEID to an http template", updateCSID(validCSID, func(s *v1alpha1.ClusterSPIFFEIDSpec) {
+		{"update ClusterSPIFFEID to an http template", updateClusterSPIFFEID(validClusterSPIFFEID, func(s *v1alpha1.ClusterSPIFFEIDSpec) {
 			s.SPIFFEIDTemplate = "http://{{ .TrustDomain }}/x"
 		}), "spec.spiffeIDTemplate"},
-		{"update ClusterSPIFFEID to a negative ttl", updateCSID(validCSID, func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("-1m") }), "spec.ttl"},
+		{"update ClusterSPIFFEID to a negative ttl", updateClusterSPIFFEID(validClusterSPIFFEID, func(s *v1alpha1.ClusterSPIFFEIDSpec) { s.TTL = dur("-1m") }), "spec.ttl"},
 
 		// ClusterStaticEntry, typed.
 		{"static SPIFFE ID not spiffe://", cse(func(s *v1alpha1.ClusterStaticEntrySpec) { s.SPIFFEID = "example.org/db" }), "spec.spiffeID"},
@@ -457,11 +457,11 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 
 	// Nothing was stored but the valid resources, and the rejected updates left them as they were.
 	stored := map[string]int64{}
-	csids, err := api.ClusterSPIFFEIDs().List(ctx, metav1.ListOptions{})
+	clusterSPIFFEIDs, err := api.ClusterSPIFFEIDs().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range csids.Items {
+	for _, o := range clusterSPIFFEIDs.Items {
 		stored["ClusterSPIFFEID/"+o.Name] = o.Generation
 	}
 	cses, err := api.ClusterStaticEntries().List(ctx, metav1.ListOptions{})
@@ -478,9 +478,9 @@ func TestAdmissionRejectsMalformedResources(t *testing.T) {
 	for _, o := range cftds.Items {
 		stored["ClusterFederatedTrustDomain/"+o.Name] = o.Generation
 	}
-	want := map[string]int64{"ClusterSPIFFEID/" + validCSID: 1, "ClusterStaticEntry/" + validCSE: 1,
+	want := map[string]int64{"ClusterSPIFFEID/" + validClusterSPIFFEID: 1, "ClusterStaticEntry/" + validCSE: 1,
 		"ClusterFederatedTrustDomain/" + validWeb: 1, "ClusterFederatedTrustDomain/" + validSPIFFE: 1}
-	if !reflect.DeepEqual(stored, want) {
-		t.Errorf("stored resources (name: generation) = %v, want only the valid ones, unchanged: %v", stored, want)
+	if diff := cmp.Diff(want, stored); diff != "" {
+		t.Errorf("stored resources (name: generation), want only the valid ones, unchanged (-want +got):\n%s", diff)
 	}
 }

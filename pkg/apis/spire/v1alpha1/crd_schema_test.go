@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -232,8 +233,8 @@ func checkNames(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, c c
 		Kind:     kind,
 		ListKind: kind + "List",
 	}
-	if !reflect.DeepEqual(crd.Spec.Names, want) {
-		t.Errorf("names %+v, want %+v", crd.Spec.Names, want)
+	if diff := cmp.Diff(want, crd.Spec.Names); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
 	}
 	if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
 		t.Errorf("scope %q, want %q", crd.Spec.Scope, apiextensionsv1.ClusterScoped)
@@ -540,8 +541,8 @@ func checkNothingPruned(t *testing.T, object runtime.Object, s *structuralschema
 	removed := pruning.PruneWithOptions(pruned, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	if len(removed) > 0 {
 		t.Errorf("the API server would prune %v from %s", removed, data)
-	} else if !reflect.DeepEqual(encoded, pruned) {
-		t.Errorf("pruning changed the object:\nbefore %v\nafter  %v", encoded, pruned)
+	} else if diff := cmp.Diff(encoded, pruned); diff != "" {
+		t.Errorf("pruning changed the object (-before +after):\n%s", diff)
 	}
 }
 
