@@ -61,6 +61,10 @@ type ControllerContext struct {
 	DryRun bool
 	// DryRunOutput, with DryRun, receives every planned SPIRE write as a JSON line.
 	DryRunOutput io.Writer
+	// ReadEndpoints makes the controllers read v1 Endpoints where they would read
+	// EndpointSlices, for credentials that may read only those: the official SPIRE Helm
+	// chart's RBAC for spire-controller-manager grants Endpoints and not EndpointSlices.
+	ReadEndpoints bool
 	// StaticSource, when set, is static mode: the ClusterStaticEntries and
 	// ClusterFederatedTrustDomains come from its manifest directory instead of the informer
 	// factories, and without Kubernetes clients no status is kept and Events are logged.

@@ -70,7 +70,9 @@ func narrowInformers(cc ControllerContext) {
 			return coreinformers.NewFilteredPodInformer(client, namespace, resync, namespaceIndexers, tweak)
 		})
 	}
-	if narrowed {
+	if cc.ReadEndpoints {
+		registerEndpointsAsSlicesInformer(cc.KubeInformers, namespace, tweak)
+	} else if narrowed {
 		cc.KubeInformers.InformerFor(&discoveryv1.EndpointSlice{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return discoveryinformers.NewFilteredEndpointSliceInformer(client, namespace, resync, namespaceIndexers, tweak)
 		})

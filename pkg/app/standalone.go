@@ -210,6 +210,16 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 
 	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
 	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
+	if cfg.Reconcile.ClusterSPIFFEIDs {
+		namespace, _ := namespaceScope(cfg.CacheNamespaces)
+		readable, err := CanReadEndpointSlices(ctx, kubeClient, namespace)
+		if err != nil {
+			klog.FromContext(ctx).Info("Warning: could not check access to EndpointSlices; reading them", "err", err)
+		} else if !readable {
+			klog.FromContext(ctx).Info("Warning: may not list and watch EndpointSlices; reading v1 Endpoints for Service DNS names instead, as spire-controller-manager does. Grant endpointslices get, list and watch to read the slices")
+			cc.ReadEndpoints = true
+		}
+	}
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)
 	}
