@@ -21,7 +21,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 	"slices"
 	"strings"
 	"time"
@@ -102,24 +101,49 @@ func NewDeclaredEntry(e *spiretypes.Entry, d Declarer) *DeclaredEntry {
 // Every field is length-prefixed, so no content, not even a NUL, can shift one field into
 // the next.
 func KeyOf(e *spiretypes.Entry) Key {
-	selectors := make([]string, 0, len(e.GetSelectors()))
-	for _, s := range e.GetSelectors() {
-		selectors = append(selectors, s.GetType()+":"+s.GetValue())
+	// One buffer, hashed at once: every resync keys every entry, at 300k entries a second of
+	// CPU when each field was a string of its own fed to a hash.Hash.
+	var buf [512]byte
+	b := appendSPIFFEIDField(buf[:0], e.GetSpiffeId())
+	b = appendSPIFFEIDField(b, e.GetParentId())
+	switch sels := e.GetSelectors(); len(sels) {
+	case 0:
+	case 1:
+		b = appendSelectorField(b, sels[0].GetType(), sels[0].GetValue())
+	default:
+		selectors := make([]string, 0, len(sels))
+		for _, s := range sels {
+			selectors = append(selectors, s.GetType()+":"+s.GetValue())
+		}
+		slices.Sort(selectors)
+		for _, s := range selectors {
+			b = appendField(b, s)
+		}
 	}
-	slices.Sort(selectors)
-	h := sha256.New()
-	writeField(h, SPIFFEIDString(e.GetSpiffeId()))
-	writeField(h, SPIFFEIDString(e.GetParentId()))
-	for _, s := range selectors {
-		writeField(h, s)
-	}
-	return Key(hex.EncodeToString(h.Sum(nil)))
+	sum := sha256.Sum256(b)
+	return Key(hex.EncodeToString(sum[:]))
 }
 
-func writeField(h hash.Hash, s string) {
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-	h.Write([]byte(s))
+// appendField appends s, prefixed with its length as a uvarint.
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendSPIFFEIDField appends SPIFFEIDString(id) as a field without building the string.
+func appendSPIFFEIDField(b []byte, id *spiretypes.SPIFFEID) []byte {
+	if id == nil {
+		return appendField(b, "")
+	}
+	td, path := id.GetTrustDomain(), id.GetPath()
+	b = binary.AppendUvarint(b, uint64(len("spiffe://")+len(td)+len(path)))
+	return append(append(append(b, "spiffe://"...), td...), path...)
+}
+
+// appendSelectorField appends "type:value" as a field without building the string.
+func appendSelectorField(b []byte, typ, value string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(typ)+1+len(value)))
+	return append(append(append(b, typ...), ':'), value...)
 }
 
 // SPIFFEIDString renders SPIRE's split SPIFFE ID as a URI.

@@ -78,3 +78,40 @@ func TestDeclarerCompare(t *testing.T) {
 		})
 	}
 }
+
+// Keys are compared with keys computed by earlier builds' caches only within one process, but
+// they must not drift by accident: these are the keys of the first implementation.
+func TestKeyOfIsStable(t *testing.T) {
+	id := func(td, p string) *spiretypes.SPIFFEID { return &spiretypes.SPIFFEID{TrustDomain: td, Path: p} }
+	sel := func(t, v string) *spiretypes.Selector { return &spiretypes.Selector{Type: t, Value: v} }
+	for _, tc := range []struct {
+		entry *spiretypes.Entry
+		want  Key
+	}{
+		{&spiretypes.Entry{SpiffeId: id("example.org", "/ns/shop/sa/web"), ParentId: id("example.org", "/spire/agent/k8s_psat/c/node-1"),
+			Selectors: []*spiretypes.Selector{sel("k8s", "pod-uid:0d4b8f3e-7c1a-4e2b-9f6d-1a2b3c4d5e6f")}},
+			"8a6f0cf2eb03370217151035434ca023e020387a7ce3de88d652638c4dc45d35"},
+		{&spiretypes.Entry{SpiffeId: id("example.org", "/static"), ParentId: id("example.org", "/spire/server"),
+			Selectors: []*spiretypes.Selector{sel("unix", "uid:0"), sel("k8s", "ns:a"), sel("k8sa", "x"), sel("k8s:", "y")}},
+			"4ceb5abc7fcd5dadc04f19de72d0c51ba3ca7b69184bbba6a3ae42aa52e21f6c"},
+		{&spiretypes.Entry{SpiffeId: id("example.org", "/nul\x00x"), Selectors: []*spiretypes.Selector{sel("a", "b\x00c"), sel("a", "b")}},
+			"43ce372a23bf0aca22255e9fb504c11ad87bfd053dcccc2ce82eeee67deae47b"},
+		{&spiretypes.Entry{}, "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7"},
+	} {
+		if got := KeyOf(tc.entry); got != tc.want {
+			t.Errorf("KeyOf(%v) = %s, want %s", tc.entry, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkKeyOf(b *testing.B) {
+	e := &spiretypes.Entry{
+		SpiffeId:  &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/k3/ns/bench/pod/pod-012345"},
+		ParentId:  &spiretypes.SPIFFEID{TrustDomain: "example.org", Path: "/spire/agent/k8s_psat/bench/0d4b8f3e-7c1a-4e2b-9f6d-1a2b3c4d5e6f"},
+		Selectors: []*spiretypes.Selector{{Type: "k8s", Value: "pod-uid:6f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"}},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		KeyOf(e)
+	}
+}
