@@ -79,6 +79,7 @@ func registerEndpointsAsSlicesInformer(factory informers.SharedInformerFactory, 
 					return nil, err
 				}
 				return watch.Filter(w, func(in watch.Event) (watch.Event, bool) {
+					//nolint:staticcheck // v1 Endpoints are what the chart's RBAC grants and spire-controller-manager reads.
 					if ep, ok := in.Object.(*corev1.Endpoints); ok {
 						slice := sliceOfEndpoints(ep)
 						if in.Type == watch.Bookmark {
@@ -98,6 +99,8 @@ func registerEndpointsAsSlicesInformer(factory informers.SharedInformerFactory, 
 // sliceOfEndpoints is the EndpointSlice of a Service that lists the pods its v1 Endpoints list:
 // ready addresses as ready endpoints, not-ready addresses as not ready (and not terminating,
 // so that they still count, as Endpoints count them).
+//
+//nolint:staticcheck // v1 Endpoints are what the chart's RBAC grants and spire-controller-manager reads.
 func sliceOfEndpoints(ep *corev1.Endpoints) *discoveryv1.EndpointSlice {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{

@@ -34,6 +34,7 @@ func TestSliceOfEndpointsListsThePodsEndpointsList(t *testing.T) {
 	ref := func(name string) *corev1.ObjectReference {
 		return &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: name, UID: types.UID("uid-" + name)}
 	}
+	//nolint:staticcheck // v1 Endpoints are what is converted.
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: "42"},
 		Subsets: []corev1.EndpointSubset{{

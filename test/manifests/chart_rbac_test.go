@@ -178,6 +178,7 @@ spireServerSocketPath: %s
 		t.Fatal(err)
 	}
 	// Written by hand, as the Endpoints controller would for a Service "web" over the pod.
+	//nolint:staticcheck // v1 Endpoints are what the chart's RBAC grants.
 	if _, err := adminKube.CoreV1().Endpoints(appNamespace).Create(ctx, &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Subsets: []corev1.EndpointSubset{{
