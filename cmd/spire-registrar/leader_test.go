@@ -174,16 +174,26 @@ leaderElection:
 	if standby.resyncs() != 0 {
 		t.Fatalf("both replicas ran resyncs: two writers")
 	}
-	_, body := get(leader.metrics + "/metrics")
-	for _, metric := range []string{
-		"spire_registrar_workqueue_adds_total", "spire_registrar_sync_duration_seconds_bucket",
-		"spire_registrar_spire_requests_total{code=\"OK\",method=\"ListEntries\"}",
-		"spire_registrar_spire_items_total{method=\"BatchCreateEntry\",result=\"success\"}",
-		"spire_registrar_last_full_resync_timestamp_seconds", "process_resident_memory_bytes",
-	} {
-		if !strings.Contains(body, metric) {
-			t.Errorf("/metrics lacks %s", metric)
+	// The first entry came from the leader's initial full resync; a series appears with the
+	// first sync of its kind (the ClusterSPIFFEID's status, after its delay), so wait for them.
+	var missing []string
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		_, body := get(leader.metrics + "/metrics")
+		missing = nil
+		for _, metric := range []string{
+			"spire_registrar_workqueue_adds_total", "spire_registrar_sync_duration_seconds_bucket",
+			"spire_registrar_spire_requests_total{code=\"OK\",method=\"ListEntries\"}",
+			"spire_registrar_spire_items_total{method=\"BatchCreateEntry\",result=\"success\"}",
+			"spire_registrar_last_full_resync_timestamp_seconds", "process_resident_memory_bytes",
+		} {
+			if !strings.Contains(body, metric) {
+				missing = append(missing, metric)
+			}
 		}
+		return len(missing) == 0, nil
+	})
+	for _, metric := range missing {
+		t.Errorf("/metrics lacks %s", metric)
 	}
 
 	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
