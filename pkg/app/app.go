@@ -65,10 +65,23 @@ type ControllerContext struct {
 	// EndpointSlices, for credentials that may read only those: the official SPIRE Helm
 	// chart's RBAC for spire-controller-manager grants Endpoints and not EndpointSlices.
 	ReadEndpoints bool
+	// EventsOnlyLogged logs Events instead of writing them, for credentials that may not write
+	// Events in the default namespace, where those about cluster-scoped resources belong (the
+	// official chart's RBAC grants Events only in the SPIRE server's namespace).
+	EventsOnlyLogged bool
 	// StaticSource, when set, is static mode: the ClusterStaticEntries and
 	// ClusterFederatedTrustDomains come from its manifest directory instead of the informer
 	// factories, and without Kubernetes clients no status is kept and Events are logged.
 	StaticSource *static.Source
+}
+
+// eventsClient is the client the controllers write Events with: none when they may only log
+// them.
+func (cc ControllerContext) eventsClient() clientset.Interface {
+	if cc.EventsOnlyLogged {
+		return nil
+	}
+	return cc.KubeClient
 }
 
 // Controller is a constructed controller, ready to run once the informer factories started.

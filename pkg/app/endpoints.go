@@ -18,10 +18,8 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,26 +30,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
-
-// CanReadEndpointSlices reports whether the credentials may list and watch EndpointSlices in
-// namespace ("" for all). The official SPIRE Helm chart grants spire-controller-manager's
-// ServiceAccount v1 Endpoints only, so a swapped image may not read them.
-func CanReadEndpointSlices(ctx context.Context, kube clientset.Interface, namespace string) (bool, error) {
-	for _, verb := range []string{"list", "watch"} {
-		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb, Group: discoveryv1.GroupName, Resource: "endpointslices",
-			}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return false, fmt.Errorf("asking whether EndpointSlices may be read: %w", err)
-		}
-		if !review.Status.Allowed {
-			return false, nil
-		}
-	}
-	return true, nil
-}
 
 // registerEndpointsAsSlicesInformer makes the factory's EndpointSlice informer read v1
 // Endpoints instead, each converted to the one EndpointSlice that lists the same pods (see

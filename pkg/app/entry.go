@@ -43,7 +43,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 	if !cfg.Reconcile.ClusterSPIFFEIDs {
 		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
 		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics,
-			cc.KubeClient, cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
+			cc.eventsClient(), cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		cc.KubeInformers.Discovery().V1().EndpointSlices(),
 		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
 		statics,
-		cc.KubeClient,
+		cc.eventsClient(),
 		cc.SpireAPIClient,
 		cc.SPIRE,
 		opts)

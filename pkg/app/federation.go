@@ -44,7 +44,7 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 	}
 	c, err := federation.NewController(ctx,
 		informer,
-		cc.KubeClient,
+		cc.eventsClient(),
 		cc.SpireAPIClient,
 		cc.SPIRE,
 		federationOptions(cc.Config, cc.DryRun))

@@ -220,6 +220,12 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 			cc.ReadEndpoints = true
 		}
 	}
+	if writable, err := CanWriteEvents(ctx, kubeClient); err != nil {
+		klog.FromContext(ctx).Info("Warning: could not check access to Events; writing them", "err", err)
+	} else if !writable {
+		klog.FromContext(ctx).Info("Warning: may not create Events in the default namespace, where those about cluster-scoped resources go; they are only logged. Grant events create and patch there to see them with kubectl")
+		cc.EventsOnlyLogged = true
+	}
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)
 	}
