@@ -20,11 +20,38 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/klog/v2"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 )
+
+// AdaptToPermissions sets cc.ReadEndpoints and cc.EventsOnlyLogged from what cc.KubeClient
+// may do, with a warning for each, so that RBAC granting what spire-controller-manager needs
+// (the official chart's) is enough. A check that fails leaves the default, reading
+// EndpointSlices and writing Events.
+func AdaptToPermissions(ctx context.Context, cc *ControllerContext) {
+	logger := klog.FromContext(ctx)
+	if cc.Config.Reconcile.ClusterSPIFFEIDs {
+		namespace, _ := namespaceScope(cc.Config.CacheNamespaces)
+		readable, err := CanReadEndpointSlices(ctx, cc.KubeClient, namespace)
+		if err != nil {
+			logger.Info("Warning: could not check access to EndpointSlices; reading them", "err", err)
+		} else if !readable {
+			logger.Info("Warning: may not list and watch EndpointSlices; reading v1 Endpoints for Service DNS names instead, as spire-controller-manager does. Grant endpointslices get, list and watch to read the slices")
+			cc.ReadEndpoints = true
+		}
+	}
+	writable, err := CanWriteEvents(ctx, cc.KubeClient)
+	if err != nil {
+		logger.Info("Warning: could not check access to Events; writing them", "err", err)
+	} else if !writable {
+		logger.Info("Warning: may not create Events in the default namespace, where those about cluster-scoped resources go; they are only logged. Grant events create and patch there to see them with kubectl")
+		cc.EventsOnlyLogged = true
+	}
+}
 
 // CanReadEndpointSlices reports whether the credentials may list and watch EndpointSlices in
 // namespace ("" for all). The official SPIRE Helm chart grants spire-controller-manager's

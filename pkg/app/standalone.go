@@ -210,22 +210,7 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 
 	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
 	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient)
-	if cfg.Reconcile.ClusterSPIFFEIDs {
-		namespace, _ := namespaceScope(cfg.CacheNamespaces)
-		readable, err := CanReadEndpointSlices(ctx, kubeClient, namespace)
-		if err != nil {
-			klog.FromContext(ctx).Info("Warning: could not check access to EndpointSlices; reading them", "err", err)
-		} else if !readable {
-			klog.FromContext(ctx).Info("Warning: may not list and watch EndpointSlices; reading v1 Endpoints for Service DNS names instead, as spire-controller-manager does. Grant endpointslices get, list and watch to read the slices")
-			cc.ReadEndpoints = true
-		}
-	}
-	if writable, err := CanWriteEvents(ctx, kubeClient); err != nil {
-		klog.FromContext(ctx).Info("Warning: could not check access to Events; writing them", "err", err)
-	} else if !writable {
-		klog.FromContext(ctx).Info("Warning: may not create Events in the default namespace, where those about cluster-scoped resources go; they are only logged. Grant events create and patch there to see them with kubectl")
-		cc.EventsOnlyLogged = true
-	}
+	AdaptToPermissions(ctx, &cc)
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)
 	}

@@ -17,7 +17,6 @@ limitations under the License.
 package manifests_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,14 +24,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/ptr"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -106,15 +102,8 @@ func TestChartRBACIsEnough(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := adminKube.CoreV1().ServiceAccounts(serverNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var forbidden forbiddenLog
-	saConfig := rest.AnonymousClientConfig(admin)
-	saConfig.BearerToken = tr.Status.Token
-	saConfig.Wrap(forbidden.wrap)
+	saConfig := serviceAccountConfigFor(t, ctx, admin, serverNamespace, sa, &forbidden)
 	saKube, err := kubernetes.NewForConfig(saConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -125,24 +114,10 @@ func TestChartRBACIsEnough(t *testing.T) {
 	}
 
 	// RBAC takes a moment to reach the authorizer's cache.
-	var readable bool
 	eventually(t, ctx, "the chart's ClusterRole in force", func() (bool, error) {
 		pods, err := saKube.CoreV1().Pods(appNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && pods != nil, nil
 	})
-	if readable, err = app.CanReadEndpointSlices(ctx, saKube, ""); err != nil {
-		t.Fatal(err)
-	}
-	if readable {
-		t.Fatalf("the chart's ServiceAccount may read EndpointSlices; this test no longer tests the fallback")
-	}
-	writable, err := app.CanWriteEvents(ctx, saKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if writable {
-		t.Fatalf("the chart's ServiceAccount may write Events in default; this test no longer tests logging them")
-	}
 
 	s := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
 	spireClient, err := spireapi.Dial(ctx, s.SocketPath())
@@ -161,22 +136,16 @@ spireServerSocketPath: %s
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	kubeInformers, spireInformers := app.NewInformerFactories(saKube, saSpire)
-	var health app.Health
-	runErr := make(chan error, 1)
-	go func() {
-		runErr <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire,
-			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient,
-			ReadEndpoints: !readable, EventsOnlyLogged: !writable}, 2, &health)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-runErr; err != nil {
-			t.Errorf("app.Run: %v", err)
-		}
-	})
-	eventually(t, ctx, "controllers synced", func() (bool, error) { return health.Ready() == nil, nil })
+	// As the binary decides, from what the ServiceAccount may do.
+	cc := app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire, SPIRE: spireClient}
+	app.AdaptToPermissions(ctx, &cc)
+	if !cc.ReadEndpoints {
+		t.Fatalf("with the chart's ClusterRole, EndpointSlices are read; this test no longer tests the Endpoints fallback")
+	}
+	if !cc.EventsOnlyLogged {
+		t.Fatalf("with the chart's ClusterRole, Events are written; this test no longer tests logging them")
+	}
+	runControllers(t, ctx, cc)
 
 	node, err := realcluster.CreateNode(ctx, adminKube, "chart-node-"+suffix)
 	if err != nil {

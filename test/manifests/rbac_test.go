@@ -93,6 +93,12 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // config's CA.
 func serviceAccountConfig(t *testing.T, ctx context.Context, admin *rest.Config, forbidden *forbiddenLog) *rest.Config {
 	t.Helper()
+	return serviceAccountConfigFor(t, ctx, admin, namespace, serviceAccount, forbidden)
+}
+
+// serviceAccountConfigFor is serviceAccountConfig for any ServiceAccount.
+func serviceAccountConfigFor(t *testing.T, ctx context.Context, admin *rest.Config, namespace, serviceAccount string, forbidden *forbiddenLog) *rest.Config {
+	t.Helper()
 	adminKube, err := kubernetes.NewForConfig(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -208,32 +214,7 @@ func runControllersAsServiceAccount(t *testing.T, ctx context.Context, admin, sa
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the binary runs them: app.Run, with readiness following the controllers' first sync.
-	runCtx, cancel := context.WithCancel(ctx)
-	kubeInformers, spireInformers := app.NewInformerFactories(saKube, saSpire)
-	var health app.Health
-	runErr := make(chan error, 1)
-	go func() {
-		runErr <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire,
-			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient}, 2, &health)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-runErr; err != nil {
-			t.Errorf("app.Run: %v", err)
-		}
-	})
-	start := time.Now()
-	eventually(t, ctx, "controllers synced", func() (bool, error) {
-		select {
-		case err := <-runErr:
-			runErr <- err
-			return false, fmt.Errorf("app.Run returned early: %w", err)
-		default:
-		}
-		return health.Ready() == nil, nil
-	})
-	t.Logf("controllers synced as the ServiceAccount in %v", time.Since(start).Round(time.Millisecond))
+	runControllers(t, ctx, app.ControllerContext{Config: cfg, KubeClient: saKube, SpireAPIClient: saSpire, SPIRE: spireClient})
 
 	// Everything declared by the admin, as a user would.
 	adminKube, err := kubernetes.NewForConfig(admin)
@@ -308,6 +289,35 @@ func runControllersAsServiceAccount(t *testing.T, ctx context.Context, admin, sa
 		}
 		return slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return e.Reason == "RenderFailed" }), nil
 	})
+}
+
+// runControllers runs the controllers of cc as the binary runs them, app.Run with two workers,
+// on informer factories of cc's clients, until the test ends, and waits until they are ready
+// (their first sync done).
+func runControllers(t *testing.T, ctx context.Context, cc app.ControllerContext) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(ctx)
+	cc.KubeInformers, cc.SpireInformers = app.NewInformerFactories(cc.KubeClient, cc.SpireAPIClient)
+	var health app.Health
+	runErr := make(chan error, 1)
+	go func() { runErr <- app.Run(runCtx, cc, 2, &health) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-runErr; err != nil {
+			t.Errorf("app.Run: %v", err)
+		}
+	})
+	start := time.Now()
+	eventually(t, ctx, "controllers synced", func() (bool, error) {
+		select {
+		case err := <-runErr:
+			runErr <- err
+			return false, fmt.Errorf("app.Run returned early: %w", err)
+		default:
+		}
+		return health.Ready() == nil, nil
+	})
+	t.Logf("controllers synced as the ServiceAccount in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // electLeader acquires, renews and releases a Lease in spire-system with client-go's
