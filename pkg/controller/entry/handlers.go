@@ -221,8 +221,8 @@ func (c *Controller) enqueuePodObjects(objs []any) {
 func (c *Controller) enqueueClusterSPIFFEID(obj any) {
 	if clusterSPIFFEID, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
 		c.clusterSPIFFEIDQueue.Add(clusterSPIFFEID.Name)
-		c.statusQueue.AddAfter(clusterSPIFFEID.Name, statusDelay)
 	}
+	c.enqueueClusterSPIFFEIDStatus(obj)
 }
 
 func (c *Controller) enqueueClusterSPIFFEIDStatus(obj any) {
