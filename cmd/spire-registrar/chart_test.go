@@ -28,14 +28,12 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
-	"github.com/spire-registrar/spire-registrar/pkg/webhook"
 )
 
 // TestChartWalkThrough runs the binary as the official Helm chart runs spire-controller-manager:
@@ -58,30 +56,7 @@ func TestChartWalkThrough(t *testing.T) {
 
 	const vwcName = "spire-server-spire-controller-manager-webhook"
 	webhookPort, metricsPort, healthPort := freePort(t), freePort(t), freePort(t)
-	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
-	hook := func(name, resource, path string) admissionregistrationv1.ValidatingWebhook {
-		return admissionregistrationv1.ValidatingWebhook{
-			Name:                    name,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: new(fmt.Sprintf("https://localhost:%d%s", webhookPort, path))},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
-					Resources: []string{resource}},
-			}},
-		}
-	}
-	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: vwcName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			hook("vclusterfederatedtrustdomain.kb.io", "clusterfederatedtrustdomains", webhook.ClusterFederatedTrustDomainPath),
-			hook("vclusterspiffeid.kb.io", "clusterspiffeids", webhook.ClusterSPIFFEIDPath),
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerChartWebhooks(t, ctx, stack.Client, vwcName, webhookPort)
 
 	conf := chartConfig
 	for old, replacement := range map[string]string{
@@ -135,16 +110,7 @@ func TestChartWalkThrough(t *testing.T) {
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", nil
 	})
 	poll("the caBundle written", func(ctx context.Context) (bool, error) {
-		vwc, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, vwcName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, h := range vwc.Webhooks {
-			if !strings.Contains(string(h.ClientConfig.CABundle), "BEGIN CERTIFICATE") {
-				return false, nil
-			}
-		}
-		return true, nil
+		return caBundlesWritten(ctx, stack.Client, vwcName)
 	})
 
 	node, err := realcluster.CreateNode(ctx, stack.Client, "chart-node")
