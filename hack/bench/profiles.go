@@ -19,8 +19,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +39,7 @@ func newProfiler(metricsURL, dir string) profiler {
 
 // heap writes a heap profile taken after a garbage collection to <dir>/heap-<phase>.pb.gz.
 func (p profiler) heap(ctx context.Context, phase string) error {
-	return p.fetch(ctx, "/debug/pprof/heap?gc=1", "heap-"+phase+".pb.gz")
+	return p.save(ctx, p.base+"/debug/pprof/heap?gc=1", "heap-"+phase+".pb.gz")
 }
 
 // cpu starts a CPU profile of the next d in the background and returns a function that waits
@@ -53,48 +51,30 @@ func (p profiler) cpu(ctx context.Context, phase string, d time.Duration) (wait 
 	go func() {
 		defer close(done)
 		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds)
-		if err := p.fetch(ctx, path, "cpu-"+phase+".pb.gz"); err != nil {
+		if err := p.save(ctx, p.base+path, "cpu-"+phase+".pb.gz"); err != nil {
 			logf("CPU profile of %s: %v", phase, err)
 		}
 	}()
 	return func() { <-done }
 }
 
-func (p profiler) fetch(ctx context.Context, path, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+// save writes what url serves to <dir>/file.
+func (p profiler) save(ctx context.Context, url, file string) error {
+	body, err := scrape(ctx, url)
 	if err != nil {
 		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("fetch %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch %s: HTTP %d", path, resp.StatusCode)
 	}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(p.dir, file))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("fetch %s: %w", path, err)
-	}
-	return f.Close()
+	return os.WriteFile(filepath.Join(p.dir, file), body, 0o644)
 }
 
-// metrics saves a scrape of the controller's metrics to <dir>/metrics-<phase>.txt, so that
-// its own view of a phase (sync and SPIRE write durations) can be read against the bench's.
+// metrics saves a scrape of url, the controller's or SPIRE's metrics, to
+// <dir>/metrics-<phase>.txt, so that their own view of a phase (sync, SPIRE write and RPC
+// durations) can be read against the bench's.
 func (p profiler) metrics(ctx context.Context, url, phase string) {
-	body, err := scrape(ctx, url)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(p.dir, "metrics-"+phase+".txt"), body, 0o644)
-	}
-	if err != nil {
+	if err := p.save(ctx, url, "metrics-"+phase+".txt"); err != nil {
 		logf("metrics at %s: %v", phase, err)
 	}
 }
