@@ -216,6 +216,8 @@ func TestBadConfigStopsStartup(t *testing.T) {
 
 		// Flags.
 		{name: "zero workers", config: base, args: []string{"--workers", "0"}, want: []string{"--workers"}},
+		{name: "zero write spread", config: base, args: []string{"--write-spread", "0"}, want: []string{"--write-spread"}},
+		{name: "resync share above 1", config: base, args: []string{"--max-resync-share", "2"}, want: []string{"--max-resync-share"}},
 		{name: "missing config file", args: []string{"--config", "/nonexistent/config.yaml"}, want: []string{"/nonexistent/config.yaml"}},
 		{name: "bad --zap-log-level", config: base, args: []string{"--zap-log-level", "loud"}, want: []string{"--zap-log-level"}},
 		{name: "--dry-run-output without --dry-run", config: base, args: []string{"--dry-run-output", "/tmp/plan"}, want: []string{"--dry-run-output"}},

@@ -38,6 +38,10 @@ func spireChain(cc ControllerContext) (api spire.API, release func()) {
 	if _, batched := cc.SPIRE.(spire.BatchedAPI); batched {
 		return instrumented, func() {}
 	}
-	batched := spire.NewBatchedAPI(instrumented, spire.BatchingOptions{})
+	var opts spire.BatchingOptions
+	if cc.Config != nil {
+		opts.Spread = cc.Config.WriteSpread
+	}
+	batched := spire.NewBatchedAPI(instrumented, opts)
 	return batched, batched.Close
 }

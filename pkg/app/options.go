@@ -21,6 +21,7 @@ import (
 
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // Options are the standalone binary's command-line flags: spire-registrar's own, and every
@@ -46,6 +47,8 @@ type Options struct {
 	DryRunOutput string
 	// MaxResyncShare bounds the share of time full resyncs take.
 	MaxResyncShare float64
+	// WriteSpread is how many concurrent RPCs a lone pod's entry writes are split into.
+	WriteSpread int
 	// Profiling serves Go's /debug/pprof/ handlers next to /metrics, as kube-controller-manager's
 	// --profiling does; off by default because profiles show memory contents.
 	Profiling bool
@@ -87,6 +90,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Compute and log every change (create, update, delete, with the entry and the reason) without writing anything: not to SPIRE, not status, not Events.")
 	fs.StringVar(&o.DryRunOutput, "dry-run-output", "", "With --dry-run, also write every planned SPIRE write to this file as JSON lines, for review.")
 	fs.Float64Var(&o.MaxResyncShare, "max-resync-share", runner.DefaultMaxResyncShare, "Largest share of time full resyncs may take: the wait after a resync is stretched beyond gcInterval so that it is at least 1/share-1 times the resync's duration. 1 never stretches.")
+	fs.IntVar(&o.WriteSpread, "write-spread", spire.DefaultSpread, "Most concurrent RPCs the entry writes of one pod are split into when no other write of their kind is in flight. SPIRE on PostgreSQL or MySQL writes them in parallel; 1 sends them as one RPC.")
 	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's /debug/pprof/ handlers on the metrics address (metrics.bindAddress), for CPU and heap profiles.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "", "Address to serve /metrics on; \"0\" disables. Overrides metrics.bindAddress.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", "", "Address to serve /healthz and /readyz on; \"0\" disables. Overrides health.healthProbeBindAddress.")
@@ -121,6 +125,7 @@ func (o *Options) override(cfg *config.Config) {
 		cfg.HealthProbeBindAddress = o.HealthProbeBindAddress
 	}
 	cfg.MaxResyncShare = o.MaxResyncShare
+	cfg.WriteSpread = o.WriteSpread
 	if o.set["leader-elect"] {
 		cfg.LeaderElection.Enabled = o.LeaderElect
 	}

@@ -67,6 +67,9 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	if !(opts.MaxResyncShare > 0 && opts.MaxResyncShare <= 1) {
 		return fmt.Errorf("--max-resync-share must be more than 0 and at most 1, got %v", opts.MaxResyncShare)
 	}
+	if opts.WriteSpread < 1 {
+		return fmt.Errorf("--write-spread must be at least 1, got %d", opts.WriteSpread)
+	}
 	opts.override(cfg)
 	if opts.SPIREServerAddress != "" || opts.WorkloadAPISocket != "" {
 		if err := cfg.UseSPIREServerAddressFlags(opts.SPIREServerAddress, opts.WorkloadAPISocket); err != nil {

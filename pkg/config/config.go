@@ -118,6 +118,9 @@ type Config struct {
 	// MaxResyncShare bounds the share of time full resyncs take (spire-registrar's
 	// --max-resync-share; 0 means the default).
 	MaxResyncShare float64
+	// WriteSpread is the most concurrent RPCs one pod's entry writes are split into
+	// (spire-registrar's --write-spread; 0 means spire.DefaultSpread).
+	WriteSpread int
 
 	// MetricsBindAddress and HealthProbeBindAddress are where /metrics and the health
 	// probes are served; "0" (the default) disables them.

