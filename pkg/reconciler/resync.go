@@ -53,12 +53,13 @@ type ResyncResult struct {
 // equal to what declare returns; it deletes the leftovers of EntryIDPrefixCleanup too.
 //
 // Syncs go on throughout. The writes they make while SPIRE is listed are journaled by the
-// cache and merged with the list, so none is lost or undone. declare runs once the list is
-// merged. The plan is then made and applied scope by scope (a pod, or the key of an entry of
-// no pod), each under the lock a Sync of that scope takes, and against the cache as it is
-// then; a scope that a Sync finished after the merge is left to that Sync, which acted on
-// the same cache with a declaration at least as new. A resync that finds nothing to write
-// takes no scope lock.
+// cache and merged with the list, so none is lost or undone. declare runs while SPIRE is
+// listed, since listing is mostly waiting for SPIRE and declaring is mostly CPU: at start-up
+// with every entry in SPIRE the two overlap instead of adding up. The plan is then made and
+// applied scope by scope (a pod, or the key of an entry of no pod), each under the lock a
+// Sync of that scope takes, and against the cache as it is then; a scope that a Sync finished
+// after declare began is left to that Sync, which wrote with a declaration at least as new. A
+// resync that finds nothing to write takes no scope lock.
 //
 // It fails only when SPIRE cannot be listed or declare fails, and then writes nothing: a
 // partial picture must not turn into deletes.
@@ -67,9 +68,19 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 	defer r.resyncMu.Unlock()
 	start := time.Now()
 
+	// The epoch opens before declare reads anything: a Sync that finishes later may hold a
+	// newer declaration than declare's, and its scope is left to it.
+	epoch := r.epochs.track()
+	defer r.epochs.untrack()
+	declareCtx, cancelDeclare := context.WithCancel(ctx)
+	defer cancelDeclare()
+	declaring := goDeclare(declareCtx, declare)
+
 	all, err := r.listForResync(ctx)
 	if err != nil {
 		r.cache.abortList()
+		cancelDeclare()
+		<-declaring
 		return ResyncResult{}, fmt.Errorf("listing SPIRE entries: %w", err)
 	}
 	owned := make([]*spiretypes.Entry, 0, len(all))
@@ -85,12 +96,11 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 	r.cache.replaceListed(owned)
 	listed := time.Since(start)
 
-	epoch := r.epochs.track()
-	defer r.epochs.untrack()
-	declared, err := declare(ctx)
-	if err != nil {
-		return ResyncResult{}, err
+	d := <-declaring
+	if d.err != nil {
+		return ResyncResult{}, d.err
 	}
+	declared := d.declared
 
 	run := &resyncRun{r: r, epoch: epoch, declared: map[scopeKey][]*render.DeclaredEntry{}, failures: map[render.Key]error{}}
 	for _, d := range declared.Entries {
@@ -119,6 +129,22 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 		res.RetryPods, res.RetryNames = r.retries(p, run.failures)
 	}
 	return res, nil
+}
+
+// declaration is what a declare function returned.
+type declaration struct {
+	declared Declared
+	err      error
+}
+
+// goDeclare runs declare in a goroutine of its own; its one result arrives on the channel.
+func goDeclare(ctx context.Context, declare func(context.Context) (Declared, error)) <-chan declaration {
+	out := make(chan declaration, 1)
+	go func() {
+		d, err := declare(ctx)
+		out <- declaration{d, err}
+	}()
+	return out
 }
 
 // resyncRun is the state of one resync's planning and writing.

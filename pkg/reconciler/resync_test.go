@@ -369,3 +369,33 @@ func TestSyncsAndResyncsConverge(t *testing.T) {
 		t.Errorf("a resync after convergence planned %d writes", w)
 	}
 }
+
+// TestDeclareRunsWhileSPIREIsListed: declare does not wait for SPIRE's list, so that at
+// start-up rendering every pod's entries overlaps with SPIRE listing them.
+func TestDeclareRunsWhileSPIREIsListed(t *testing.T) {
+	ctx, r, server, gate := newGatedReconciler(t, true)
+	server.SetEntries(podEntry("e1", "p1", "/a"))
+	gate.arm()
+	declared := make(chan struct{})
+	resynced := make(chan error, 1)
+	go func() {
+		_, err := r.Resync(ctx, func(context.Context) (Declared, error) {
+			close(declared)
+			return Declared{Entries: []*render.DeclaredEntry{declare(podEntry("", "p1", "/a"), "web", 0, "p1")}}, nil
+		})
+		resynced <- err
+	}()
+	<-gate.reached
+	select {
+	case <-declared:
+	case <-time.After(30 * time.Second):
+		t.Fatal("declare did not run while SPIRE's list was held")
+	}
+	close(gate.release)
+	if err := <-resynced; err != nil {
+		t.Fatal(err)
+	}
+	if n := server.WriteCalls(); n != 0 {
+		t.Errorf("the resync wrote %d times, want 0", n)
+	}
+}

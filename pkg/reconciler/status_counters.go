@@ -17,7 +17,6 @@ limitations under the License.
 package reconciler
 
 import (
-	"maps"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -45,15 +44,18 @@ type PodOutcomes map[string]Outcome
 // StatusCounters remembers, per pod, the Outcome of every ClusterSPIFFEID that applies to it.
 // It is the source of the per-pod counters in ClusterSPIFFEID status, and it tells which pods a
 // ClusterSPIFFEID applied to before it changed, so that those pods are re-synced as well.
+//
+// Outcomes are kept per ClusterSPIFFEID only: a pod's are found by asking each of them, of
+// which a cluster has a handful, and a second map per pod would cost a map header and a table
+// for each of tens of thousands of pods.
 type StatusCounters struct {
 	mu                sync.Mutex
-	byPod             map[types.UID]PodOutcomes
 	byClusterSPIFFEID map[string]map[types.UID]Outcome
 }
 
 // NewStatusCounters returns counters that know of no pod.
 func NewStatusCounters() *StatusCounters {
-	return &StatusCounters{byPod: map[types.UID]PodOutcomes{}, byClusterSPIFFEID: map[string]map[types.UID]Outcome{}}
+	return &StatusCounters{byClusterSPIFFEID: map[string]map[types.UID]Outcome{}}
 }
 
 // Record sets a pod's outcomes (nil or empty for a pod no ClusterSPIFFEID applies to) and
@@ -65,39 +67,30 @@ func (t *StatusCounters) Record(uid types.UID, outs PodOutcomes) []string {
 }
 
 func (t *StatusCounters) recordLocked(uid types.UID, outs PodOutcomes) []string {
-	old := t.byPod[uid]
 	var changed []string
-	update := func(name string) {
-		o, inOld := old[name]
-		n, inNew := outs[name]
-		if inOld == inNew && o == n {
-			return
+	for name, pods := range t.byClusterSPIFFEID {
+		if _, inNew := outs[name]; inNew {
+			continue
+		}
+		if _, inOld := pods[uid]; inOld {
+			changed = append(changed, name)
+			delete(pods, uid)
+			if len(pods) == 0 {
+				delete(t.byClusterSPIFFEID, name)
+			}
+		}
+	}
+	for name, n := range outs {
+		pods := t.byClusterSPIFFEID[name]
+		if o, inOld := pods[uid]; inOld && o == n {
+			continue
 		}
 		changed = append(changed, name)
-		if inNew {
-			if t.byClusterSPIFFEID[name] == nil {
-				t.byClusterSPIFFEID[name] = map[types.UID]Outcome{}
-			}
-			t.byClusterSPIFFEID[name][uid] = n
-			return
+		if pods == nil {
+			pods = map[types.UID]Outcome{}
+			t.byClusterSPIFFEID[name] = pods
 		}
-		delete(t.byClusterSPIFFEID[name], uid)
-		if len(t.byClusterSPIFFEID[name]) == 0 {
-			delete(t.byClusterSPIFFEID, name)
-		}
-	}
-	for name := range old {
-		update(name)
-	}
-	for name := range outs {
-		if _, inOld := old[name]; !inOld {
-			update(name)
-		}
-	}
-	if len(outs) == 0 {
-		delete(t.byPod, uid)
-	} else {
-		t.byPod[uid] = maps.Clone(outs)
+		pods[uid] = n
 	}
 	return changed
 }
@@ -114,11 +107,15 @@ func (t *StatusCounters) replaceAllExcept(all map[types.UID]PodOutcomes, keep fu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changed := map[string]struct{}{}
-	for uid := range t.byPod {
-		if _, ok := all[uid]; !ok && !keep(uid) {
-			for _, name := range t.recordLocked(uid, nil) {
+	for name, pods := range t.byClusterSPIFFEID {
+		for uid := range pods {
+			if _, ok := all[uid][name]; !ok && !keep(uid) {
 				changed[name] = struct{}{}
+				delete(pods, uid)
 			}
+		}
+		if len(pods) == 0 {
+			delete(t.byClusterSPIFFEID, name)
 		}
 	}
 	for uid, outs := range all {
