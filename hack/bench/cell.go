@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -197,8 +198,19 @@ type memSample struct {
 // goHeapInuseMetric is the Go runtime's heap in use, which both controllers export.
 const goHeapInuseMetric = "go_memstats_heap_inuse_bytes"
 
-// sampleMemory reads the process's VmRSS and its exported Go heap in use.
+// goGCCountMetric counts the Go runtime's finished garbage collections.
+const goGCCountMetric = "go_gc_duration_seconds_count"
+
+// forcedGCPeriod is the longest the Go runtime goes without a garbage collection.
+const forcedGCPeriod = 2 * time.Minute
+
+// sampleMemory reads the process's VmRSS and its exported Go heap in use right after a
+// garbage collection, so that the heap is what the process keeps, not garbage the collector
+// has yet to reclaim, whose amount depends on when the sample falls in the GC cycle.
 func sampleMemory(ctx context.Context, p controllerProcess) (memSample, error) {
+	if err := awaitGC(ctx, p); err != nil {
+		return memSample{}, err
+	}
 	rss, err := pidRSS(p.pid())
 	if err != nil {
 		return memSample{}, err
@@ -208,6 +220,34 @@ func sampleMemory(ctx context.Context, p controllerProcess) (memSample, error) {
 		return memSample{}, err
 	}
 	return memSample{rss: rss, heapInuse: uint64(heap)}, nil
+}
+
+// awaitGC returns once the process finished a garbage collection after the call. A
+// spire-registrar run with --profiling collects when its heap profile is asked for with gc=1;
+// any Go process collects at least every forcedGCPeriod, which is what spire-controller-manager
+// is left to.
+func awaitGC(ctx context.Context, p controllerProcess) error {
+	before, err := scrapeCounter(ctx, p.metricsEndpoint(), goGCCountMetric)
+	if err != nil {
+		return err
+	}
+	_, _ = scrape(ctx, strings.TrimSuffix(p.metricsEndpoint(), "/metrics")+"/debug/pprof/heap?gc=1")
+	deadline := time.Now().Add(forcedGCPeriod + 30*time.Second)
+	for {
+		n, err := scrapeCounter(ctx, p.metricsEndpoint(), goGCCountMetric)
+		if err != nil {
+			return err
+		}
+		if n > before {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no garbage collection in %v", forcedGCPeriod+30*time.Second)
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // idleCost is what a controller costs at rest over a window.

@@ -31,7 +31,7 @@ limitations under the License.
 //     ListEntries, then a restart with every entry in SPIRE: the time to ready, SPIRE's entry
 //     writes until three full resyncs are done (which must be 0), and the latency again with
 //     full resyncs back to back (gcInterval -resync-interval). RSS is the process's VmRSS and
-//     heap its go_memstats_heap_inuse_bytes, per pod and per entry above the ready, empty
+//     heap its go_memstats_heap_inuse_bytes, both right after a garbage collection, per pod and per entry above the ready, empty
 //     process;
 //   - spire-controller-manager in the cells with N ≤ -scm-max, configured as a user at that
 //     size would (enableEntryRenderCache, gcInterval 10s): the same but for the start-up time

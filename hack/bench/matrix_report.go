@@ -140,7 +140,7 @@ const matrixLegend = `
 - bulk: from the first of N pod creates until SPIRE holds all N×K entries (then checked: exactly K per pod, no duplicate, nothing stray).
 - start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until three full resyncs after the restart; must be 0. spire-controller-manager: until two gcIntervals after its first listing; its start-up probe entry (one create, one delete) counts.
 - p50/p99: one pod created at a time, from the create call until SPIRE serves all K of its entries, polled every 2 ms. "in resync": the same after the restart, with gcInterval -resync-interval so that full resyncs run back to back; resync duty is the share of that phase a resync ran (resyncs × the last one's duration / phase time).
-- RSS and heap: the controller process's VmRSS and exported go_memstats_heap_inuse_bytes after the bulk, and per pod and per entry above the ready, empty process.
+- RSS and heap: the controller process's VmRSS and exported go_memstats_heap_inuse_bytes after the bulk, each sampled right after a garbage collection (spire-registrar: asked for through --profiling; spire-controller-manager: the runtime's own, at most 2 minutes away), and per pod and per entry above the ready, empty process sampled the same way.
 - idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute.
 `
 
