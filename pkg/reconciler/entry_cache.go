@@ -37,8 +37,8 @@ import (
 // saw before a later remove does not come back.
 //
 // Entries are indexed by the pod UID they are scoped to, so a pod sync reads its current
-// entries without calling SPIRE. Stored entries are never modified; callers must not modify
-// what they get.
+// entries without calling SPIRE. They are kept compact (cachedEntry) and handed out as new
+// messages, whose parent IDs and selectors are shared and must not be modified.
 type entryCache struct {
 	mu sync.RWMutex
 	entryIndex
@@ -47,17 +47,17 @@ type entryCache struct {
 	interner *interner
 	// journal holds, while a list is in flight, the last write of every entry ID since the list
 	// began: the entry as SPIRE echoed it, or nil for a remove. It is nil otherwise.
-	journal map[string]*spiretypes.Entry
+	journal map[string]*cachedEntry
 }
 
 // entryIndex holds entries by ID, by pod and by key. A pod has about one entry per
 // ClusterSPIFFEID and a key one entry, so slices serve those indexes in a fraction of the
 // memory maps take.
 type entryIndex struct {
-	byID  map[string]*spiretypes.Entry
-	byPod map[types.UID][]*spiretypes.Entry
+	byID  map[string]*cachedEntry
+	byPod map[types.UID][]*cachedEntry
 	// byKey indexes the entries of no pod (static entries and orphans) by entry key.
-	byKey map[render.Key][]*spiretypes.Entry
+	byKey map[render.Key][]*cachedEntry
 }
 
 func newEntryCache() *entryCache {
@@ -66,13 +66,13 @@ func newEntryCache() *entryCache {
 
 func newEntryIndex(size int) entryIndex {
 	return entryIndex{
-		byID:  make(map[string]*spiretypes.Entry, size),
-		byPod: make(map[types.UID][]*spiretypes.Entry, size/4),
-		byKey: map[render.Key][]*spiretypes.Entry{},
+		byID:  make(map[string]*cachedEntry, size),
+		byPod: make(map[types.UID][]*cachedEntry, size/4),
+		byKey: map[render.Key][]*cachedEntry{},
 	}
 }
 
-// replace swaps the whole content for a fresh list, whose entries it takes over.
+// replace swaps the whole content for a fresh list.
 func (c *entryCache) replace(entries []*spiretypes.Entry) {
 	idx, in := indexOf(entries)
 	c.mu.Lock()
@@ -84,7 +84,7 @@ func (c *entryCache) replace(entries []*spiretypes.Entry) {
 func (c *entryCache) beginList() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.journal = map[string]*spiretypes.Entry{}
+	c.journal = map[string]*cachedEntry{}
 }
 
 // abortList stops journaling and keeps the content: the list failed.
@@ -94,8 +94,7 @@ func (c *entryCache) abortList() {
 	c.journal = nil
 }
 
-// replaceListed swaps the content for the entries a list returned, which it takes over, merged
-// with the writes
+// replaceListed swaps the content for the entries a list returned, merged with the writes
 // journaled since beginList: a journaled remove wins, and where the list and the journal both
 // hold an entry the higher revision wins (the journal on a tie, being the later echo). The
 // listed entries are indexed outside the lock, so syncs wait only for the merge.
@@ -105,11 +104,10 @@ func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
 	defer c.mu.Unlock()
 	for id, written := range c.journal {
 		if written != nil {
-			if seen := idx.byID[id]; seen != nil && seen.GetRevisionNumber() > written.GetRevisionNumber() {
+			if seen := idx.byID[id]; seen != nil && seen.revision > written.revision {
 				continue
 			}
-			// Interned at its put, by the previous interner, whose parts it keeps: it is
-			// already shared with syncs and must not change.
+			// Interned at its put by the previous interner, whose parts it keeps.
 			idx.remove(id)
 			idx.put(written)
 			continue
@@ -123,22 +121,20 @@ func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
 func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
 	idx, in := newEntryIndex(len(entries)), newInterner()
 	for _, e := range entries {
-		in.entry(e)
-		idx.put(e)
+		idx.put(compactEntry(e, in))
 	}
 	return idx, in
 }
 
-// put stores an entry as SPIRE echoed it, replacing any previous version with its ID. It takes
-// the entry over.
+// put stores an entry as SPIRE echoed it, replacing any previous version with its ID.
 func (c *entryCache) put(e *spiretypes.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.interner.entry(e)
-	c.entryIndex.remove(e.GetId())
-	c.entryIndex.put(e)
+	ce := compactEntry(e, c.interner)
+	c.entryIndex.remove(ce.id)
+	c.entryIndex.put(ce)
 	if c.journal != nil {
-		c.journal[e.GetId()] = e
+		c.journal[ce.id] = ce
 	}
 }
 
@@ -153,21 +149,23 @@ func (c *entryCache) remove(id string) {
 }
 
 // put adds an entry whose ID the index does not hold.
-func (x entryIndex) put(e *spiretypes.Entry) {
-	x.byID[e.GetId()] = e
+func (x entryIndex) put(ce *cachedEntry) {
+	x.byID[ce.id] = ce
+	e := ce.entry()
 	if uid := render.PodUIDOf(e); uid != "" {
-		addToIndex(x.byPod, uid, e)
+		addToIndex(x.byPod, uid, ce)
 	} else {
-		addToIndex(x.byKey, render.KeyOf(e), e)
+		addToIndex(x.byKey, render.KeyOf(e), ce)
 	}
 }
 
 func (x entryIndex) remove(id string) {
-	e, ok := x.byID[id]
+	ce, ok := x.byID[id]
 	if !ok {
 		return
 	}
 	delete(x.byID, id)
+	e := ce.entry()
 	if uid := render.PodUIDOf(e); uid != "" {
 		removeFromIndex(x.byPod, uid, id)
 	} else {
@@ -175,13 +173,13 @@ func (x entryIndex) remove(id string) {
 	}
 }
 
-func addToIndex[K comparable](index map[K][]*spiretypes.Entry, k K, e *spiretypes.Entry) {
-	index[k] = append(index[k], e)
+func addToIndex[K comparable](index map[K][]*cachedEntry, k K, ce *cachedEntry) {
+	index[k] = append(index[k], ce)
 }
 
 // removeFromIndex drops an entry in place: the slices never leave the cache's lock.
-func removeFromIndex[K comparable](index map[K][]*spiretypes.Entry, k K, id string) {
-	entries := slices.DeleteFunc(index[k], func(e *spiretypes.Entry) bool { return e.GetId() == id })
+func removeFromIndex[K comparable](index map[K][]*cachedEntry, k K, id string) {
+	entries := slices.DeleteFunc(index[k], func(ce *cachedEntry) bool { return ce.id == id })
 	if len(entries) == 0 {
 		delete(index, k)
 		return
@@ -218,7 +216,11 @@ func (c *entryCache) scopes() ([]types.UID, []render.Key) {
 	return pods, keys
 }
 
-// values copies an index's slice, so that the caller may keep and modify it.
-func values(entries []*spiretypes.Entry) []*spiretypes.Entry {
-	return append(make([]*spiretypes.Entry, 0, len(entries)), entries...)
+// values returns an index's entries as new messages.
+func values(cached []*cachedEntry) []*spiretypes.Entry {
+	out := make([]*spiretypes.Entry, len(cached))
+	for i, ce := range cached {
+		out[i] = ce.entry()
+	}
+	return out
 }

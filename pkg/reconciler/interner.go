@@ -23,7 +23,7 @@ import (
 // interner shares among cached entries the parts many of them repeat: parent IDs (one per
 // node), trust domains and selectors (a pod's UID selector is in the entry of every
 // ClusterSPIFFEID that selects the pod; namespace and service account ones in many more).
-// Shared parts are never modified, as no cached entry is.
+// Shared parts are copies of the first entry's, and are never modified.
 type interner struct {
 	ids       map[spiffeIDKey]*spiretypes.SPIFFEID
 	selectors map[selectorKey]*spiretypes.Selector
@@ -39,27 +39,15 @@ func newInterner() *interner {
 		strings: map[string]string{}}
 }
 
-// entry replaces the repeated parts of e, which the caller hands over, by shared ones.
-func (in *interner) entry(e *spiretypes.Entry) {
-	if p := e.GetParentId(); p != nil {
-		e.ParentId = in.spiffeID(p)
-	}
-	if s := e.GetSpiffeId(); s != nil {
-		s.TrustDomain = in.string(s.TrustDomain)
-	}
-	for i, s := range e.GetSelectors() {
-		e.Selectors[i] = in.selector(s)
-	}
-}
-
 func (in *interner) spiffeID(id *spiretypes.SPIFFEID) *spiretypes.SPIFFEID {
 	k := spiffeIDKey{id.GetTrustDomain(), id.GetPath()}
 	if shared, ok := in.ids[k]; ok {
 		return shared
 	}
-	id.TrustDomain = in.string(id.TrustDomain)
-	in.ids[k] = id
-	return id
+	// A copy: id belongs to the caller.
+	shared := &spiretypes.SPIFFEID{TrustDomain: in.string(k.trustDomain), Path: k.path}
+	in.ids[k] = shared
+	return shared
 }
 
 func (in *interner) selector(s *spiretypes.Selector) *spiretypes.Selector {
@@ -67,9 +55,9 @@ func (in *interner) selector(s *spiretypes.Selector) *spiretypes.Selector {
 	if shared, ok := in.selectors[k]; ok {
 		return shared
 	}
-	s.Type = in.string(s.Type)
-	in.selectors[k] = s
-	return s
+	shared := &spiretypes.Selector{Type: in.string(k.typ), Value: k.value}
+	in.selectors[k] = shared
+	return shared
 }
 
 func (in *interner) string(s string) string {

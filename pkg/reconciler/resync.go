@@ -95,6 +95,9 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 	}
 	r.cache.replaceListed(owned)
 	listed := time.Since(start)
+	// The cache keeps compact copies, so nothing below refers to the decoded list: the
+	// collector may free it before the plan's allocations pile on top of it.
+	listedCount, ownedCount := len(all), len(owned)
 
 	d := <-declaring
 	if d.err != nil {
@@ -117,7 +120,7 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 
 	p := run.plan
 	klog.FromContext(ctx).V(2).Info("Full resync done", "duration", time.Since(start), "listing", listed,
-		"entries", len(all), "owned", len(owned), "declared", len(declared.Entries), "created", len(p.ToCreate),
+		"entries", listedCount, "owned", ownedCount, "declared", len(declared.Entries), "created", len(p.ToCreate),
 		"updated", len(p.ToUpdate), "deleted", len(p.ToDelete), "masked", len(p.Masked),
 		"scopesToWrite", len(pending), "scopesLeftToSyncs", run.skipped)
 

@@ -1,0 +1,117 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconciler
+
+import (
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+)
+
+// cachedEntry is an entry as the cache keeps it: the fields of spiretypes.Entry without the
+// protobuf bookkeeping, its SPIFFE ID inline, its parent ID and selectors shared through the
+// interner and the fields pod entries rarely set behind one pointer. The cache holds one per
+// entry SPIRE has, hundreds of thousands at the field's size: about 130 bytes plus the ID and
+// path strings, where a decoded Entry and its SPIFFEID take about 300.
+type cachedEntry struct {
+	id          string
+	trustDomain string
+	path        string
+	parent      *spiretypes.SPIFFEID
+	selectors   []*spiretypes.Selector
+	revision    int64
+	createdAt   int64
+	expiresAt   int64
+	x509SVIDTTL int32
+	jwtSVIDTTL  int32
+	admin       bool
+	downstream  bool
+	storeSVID   bool
+	// noSPIFFEID keeps a missing SPIFFE ID apart from an empty one.
+	noSPIFFEID bool
+	rare       *rareEntryFields
+}
+
+// rareEntryFields are the fields most entries leave empty.
+type rareEntryFields struct {
+	federatesWith        []string
+	dnsNames             []string
+	hint                 string
+	additionalAttributes *spiretypes.Entry_AdditionalAttributes
+}
+
+// compactEntry returns what the cache keeps of e, with its repeated parts shared through in.
+// e is not kept.
+func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
+	c := &cachedEntry{
+		id:          e.GetId(),
+		revision:    e.GetRevisionNumber(),
+		createdAt:   e.GetCreatedAt(),
+		expiresAt:   e.GetExpiresAt(),
+		x509SVIDTTL: e.GetX509SvidTtl(),
+		jwtSVIDTTL:  e.GetJwtSvidTtl(),
+		admin:       e.GetAdmin(),
+		downstream:  e.GetDownstream(),
+		storeSVID:   e.GetStoreSvid(),
+	}
+	if id := e.GetSpiffeId(); id != nil {
+		c.trustDomain, c.path = in.string(id.GetTrustDomain()), id.GetPath()
+	} else {
+		c.noSPIFFEID = true
+	}
+	if p := e.GetParentId(); p != nil {
+		c.parent = in.spiffeID(p)
+	}
+	if sels := e.GetSelectors(); len(sels) > 0 {
+		c.selectors = make([]*spiretypes.Selector, len(sels))
+		for i, s := range sels {
+			c.selectors[i] = in.selector(s)
+		}
+	}
+	if len(e.GetFederatesWith()) > 0 || len(e.GetDnsNames()) > 0 || e.GetHint() != "" || e.AdditionalAttributes != nil {
+		c.rare = &rareEntryFields{
+			federatesWith:        e.GetFederatesWith(),
+			dnsNames:             e.GetDnsNames(),
+			hint:                 e.GetHint(),
+			additionalAttributes: e.AdditionalAttributes,
+		}
+	}
+	return c
+}
+
+// entry returns the entry as a new message. Its parent ID, selectors and the slices of its
+// rare fields are shared with the cache and must not be modified.
+func (c *cachedEntry) entry() *spiretypes.Entry {
+	e := &spiretypes.Entry{
+		Id:             c.id,
+		ParentId:       c.parent,
+		Selectors:      c.selectors,
+		X509SvidTtl:    c.x509SVIDTTL,
+		Admin:          c.admin,
+		Downstream:     c.downstream,
+		ExpiresAt:      c.expiresAt,
+		RevisionNumber: c.revision,
+		StoreSvid:      c.storeSVID,
+		JwtSvidTtl:     c.jwtSVIDTTL,
+		CreatedAt:      c.createdAt,
+	}
+	if !c.noSPIFFEID {
+		e.SpiffeId = &spiretypes.SPIFFEID{TrustDomain: c.trustDomain, Path: c.path}
+	}
+	if r := c.rare; r != nil {
+		e.FederatesWith, e.DnsNames, e.Hint, e.AdditionalAttributes = r.federatesWith, r.dnsNames, r.hint, r.additionalAttributes
+	}
+	return e
+}
