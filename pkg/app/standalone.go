@@ -24,6 +24,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -171,6 +172,17 @@ func logUnused(logger klog.Logger, cfg *config.Config) {
 	}
 }
 
+// builtInKindsConfig returns a copy of config for clients of Kubernetes' built-in kinds, which
+// it asks for in protobuf as kube-controller-manager does: decoding the pods of a large
+// cluster at start-up costs a fraction of what JSON does. Custom resources have no protobuf
+// encoding, so their clients keep config's JSON.
+func builtInKindsConfig(config *rest.Config) *rest.Config {
+	c := rest.CopyConfig(config)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
+}
+
 // runInCluster runs the controllers on a Kubernetes API, under leader election when asked, and
 // the admission webhook on every replica when the config names one. cc carries the config and
 // the SPIRE client; the clients and informers are added here. minter is SPIRE's SVID API, for
@@ -186,7 +198,7 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 	restConfig.UserAgent = "spire-registrar"
 	// Status writes for many ClusterSPIFFEIDs and Events come in bursts.
 	restConfig.QPS, restConfig.Burst = 50, 100
-	kubeClient, err := clientset.NewForConfig(restConfig)
+	kubeClient, err := clientset.NewForConfig(builtInKindsConfig(restConfig))
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
