@@ -257,33 +257,66 @@ type idleCost struct {
 	cpu, lists float64
 }
 
+// idleAttempts bounds how often a window is measured again because a periodic full resync
+// fell into it: with a window shorter than the resync interval, the second one is clear.
+const idleAttempts = 3
+
 // measureIdle waits settle, for delayed work to end, then measures the process's CPU and
-// SPIRE's ListEntries RPCs over the window.
-func (r *run) measureIdle(ctx context.Context, p controllerProcess, settle, window time.Duration) (idleCost, error) {
+// SPIRE's ListEntries RPCs over the window. When resyncs counts the controller's periodic
+// full resyncs, the window is kept between two of them: one that falls in it is what a
+// resync costs, not rest, so the window is measured again right after it.
+func (r *run) measureIdle(ctx context.Context, p controllerProcess, resyncs func(context.Context) (float64, error), settle, window time.Duration) (idleCost, error) {
 	if err := sleep(ctx, settle); err != nil {
 		return idleCost{}, err
 	}
+	for attempt := 1; ; attempt++ {
+		cost, clear, err := r.idleWindow(ctx, p, resyncs, window)
+		if err != nil || clear || attempt == idleAttempts {
+			return cost, err
+		}
+		logf("a periodic full resync fell into the idle window; measuring it again")
+	}
+}
+
+// idleWindow measures one window; clear says no full resync completed in it.
+func (r *run) idleWindow(ctx context.Context, p controllerProcess, resyncs func(context.Context) (float64, error), window time.Duration) (cost idleCost, clear bool, err error) {
+	countResyncs := func() (float64, error) {
+		if resyncs == nil {
+			return 0, nil
+		}
+		return resyncs(ctx)
+	}
+	resyncs0, err := countResyncs()
+	if err != nil {
+		return idleCost{}, false, err
+	}
 	lists0, err := scrapeCounter(ctx, r.spire.MetricsURL(), listEntriesMetric)
 	if err != nil {
-		return idleCost{}, err
+		return idleCost{}, false, err
 	}
 	cpu0, err := pidCPU(p.pid())
 	if err != nil {
-		return idleCost{}, err
+		return idleCost{}, false, err
 	}
 	start := time.Now()
 	if err := sleep(ctx, window); err != nil {
-		return idleCost{}, err
+		return idleCost{}, false, err
 	}
 	lists1, err := scrapeCounter(ctx, r.spire.MetricsURL(), listEntriesMetric)
 	if err != nil {
-		return idleCost{}, err
+		return idleCost{}, false, err
 	}
 	cpu1, err := pidCPU(p.pid())
 	if err != nil {
-		return idleCost{}, err
+		return idleCost{}, false, err
 	}
-	return idleCost{window: time.Since(start), cpu: cpu1 - cpu0, lists: lists1 - lists0}, nil
+	resyncs1, err := countResyncs()
+	if err != nil {
+		return idleCost{}, false, err
+	}
+	// A resync that began in the window and is still listing shows in lists, not in resyncs.
+	clear = resyncs1 == resyncs0 && (resyncs == nil || lists1 == lists0)
+	return idleCost{window: time.Since(start), cpu: cpu1 - cpu0, lists: lists1 - lists0}, clear, nil
 }
 
 // podLatencyTimeout bounds the wait for one pod's entries: spire-controller-manager makes

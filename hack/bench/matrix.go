@@ -68,6 +68,8 @@ type cellResult struct {
 	// resyncDuty is the share of the duringResync phase a full resync was running (from the
 	// count of resyncs and the last one's duration); -1 when unknown.
 	resyncDuty float64
+	// resyncCPU is the controller's CPU seconds per full resync at rest; 0 when not measured.
+	resyncCPU float64
 	// baseline is the controller's memory when ready with no pods; loaded once it holds all
 	// n pods and n×k entries.
 	baseline, loaded memSample
@@ -234,8 +236,9 @@ func (w *matrixWorld) registrarCell(ctx context.Context, n, k int, ds string) (r
 		return res, err
 	}
 	proc.profileWait()
-	// The first resync made it ready; two more prove that resyncs at rest write nothing.
-	if err := waitResyncs(ctx, proc.metricsEndpoint(), 3, o.timeout); err != nil {
+	// The first resync made it ready; two more prove that resyncs at rest write nothing, and
+	// tell what one costs.
+	if res.resyncCPU, err = restResyncCPU(ctx, proc, 2, o.timeout); err != nil {
 		return res, err
 	}
 	if err := sleep(ctx, time.Second); err != nil {
@@ -336,7 +339,11 @@ func (w *matrixWorld) measureUnderLoad(ctx context.Context, r *run, res *cellRes
 	}
 	if w.o.idle > 0 {
 		logf("%s: idle window of %v", name, w.o.idle)
-		if res.idle, err = r.measureIdle(ctx, proc, matrixSettle, w.o.idle); err != nil {
+		var resyncs func(context.Context) (float64, error)
+		if rp, ok := proc.(*registrarProcess); ok {
+			resyncs = func(ctx context.Context) (float64, error) { return scrapeResyncs(ctx, rp.metricsEndpoint()) }
+		}
+		if res.idle, err = r.measureIdle(ctx, proc, resyncs, matrixSettle, w.o.idle); err != nil {
 			return err
 		}
 	}
@@ -364,6 +371,27 @@ func (w *matrixWorld) bulk(ctx context.Context, r *run, res *cellResult, name st
 		return fmt.Errorf("after the bulk: %w", err)
 	}
 	return nil
+}
+
+// restResyncCPU waits for the next n full resyncs of a controller at rest and returns the
+// CPU seconds it spent per resync meanwhile.
+func restResyncCPU(ctx context.Context, proc *registrarProcess, n int, timeout time.Duration) (float64, error) {
+	resyncs0, err := scrapeResyncs(ctx, proc.metricsEndpoint())
+	if err != nil {
+		return 0, err
+	}
+	cpu0, err := pidCPU(proc.pid())
+	if err != nil {
+		return 0, err
+	}
+	if err := waitResyncs(ctx, proc.metricsEndpoint(), int(resyncs0)+n, timeout); err != nil {
+		return 0, err
+	}
+	cpu1, err := pidCPU(proc.pid())
+	if err != nil {
+		return 0, err
+	}
+	return (cpu1 - cpu0) / float64(n), nil
 }
 
 // resyncDuty is the share of a phase of back-to-back resyncs during which one ran: the

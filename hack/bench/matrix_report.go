@@ -85,6 +85,7 @@ var matrixColumns = []matrixColumn{
 	{"p50 in resync (ms)", "resync_p50_ms", 1, percentileMS(func(r cellResult) []time.Duration { return r.duringResync }, 50)},
 	{"p99 in resync (ms)", "resync_p99_ms", 1, percentileMS(func(r cellResult) []time.Duration { return r.duringResync }, 99)},
 	{"resync duty", "resync_duty", 2, func(r cellResult) (float64, bool) { return r.resyncDuty, r.resyncDuty >= 0 }},
+	{"CPU / resync at rest (s)", "rest_resync_cpu_s", 2, func(r cellResult) (float64, bool) { return r.resyncCPU, r.resyncCPU > 0 }},
 	{"RSS (MiB)", "rss_mib", 1, always(func(r cellResult) float64 { return mib(r.loaded.rss) })},
 	{"RSS / pod (B)", "rss_per_pod_bytes", 0, always(func(r cellResult) float64 { return r.perPod(rss) })},
 	{"RSS / entry (B)", "rss_per_entry_bytes", 0, always(func(r cellResult) float64 { return r.perEntry(rss) })},
@@ -138,10 +139,10 @@ func matrixMarkdown(results []cellResult, o options, when time.Time) string {
 const matrixLegend = `
 - raw create: a tight client creates the N×K entries in batches of 500 (the controller's batch size), one RPC after the other, on a fresh SPIRE server of the same datastore. raw list: one full ListEntries of them, every field, pages of -raw-page-size.
 - bulk: from the first of N pod creates until SPIRE holds all N×K entries (then checked: exactly K per pod, no duplicate, nothing stray).
-- start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until three full resyncs after the restart; must be 0. spire-controller-manager: until two gcIntervals after its first listing; its start-up probe entry (one create, one delete) counts.
+- start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until at least three full resyncs after the restart; must be 0. CPU / resync at rest: the process's CPU seconds over two of those resyncs, per resync, with no pod changing; at the default gcInterval of 5m a user's idle CPU is the idle CPU plus a fifth of it a minute. spire-controller-manager: until two gcIntervals after its first listing; its start-up probe entry (one create, one delete) counts.
 - p50/p99: one pod created at a time, from the create call until SPIRE serves all K of its entries, polled every 2 ms. "in resync": the same after the restart, with gcInterval -resync-interval so that full resyncs run back to back; resync duty is the share of that phase a resync ran (resyncs × the last one's duration / phase time).
 - RSS and heap: the controller process's VmRSS and exported go_memstats_heap_inuse_bytes after the bulk, each sampled right after a garbage collection (spire-registrar: asked for through --profiling; spire-controller-manager: the runtime's own, at most 2 minutes away), and per pod and per entry above the ready, empty process sampled the same way.
-- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute.
+- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute. spire-registrar's window is kept between its periodic full resyncs (measured again when one falls in it); spire-controller-manager's includes its gcInterval loop, which is all it does at rest.
 `
 
 // matrixCSV renders the results wide: a header line, then one line per controller and cell.

@@ -78,6 +78,7 @@ func testResults() []cellResult {
 		steady:       []time.Duration{10 * time.Millisecond, 20 * time.Millisecond},
 		duringResync: []time.Duration{30 * time.Millisecond},
 		resyncDuty:   0.5,
+		resyncCPU:    0.2,
 		baseline:     memSample{rss: 50 << 20, heapInuse: 5 << 20},
 		loaded:       memSample{rss: 51 << 20, heapInuse: 6 << 20},
 		idle:         idleCost{window: 30 * time.Second, cpu: 0.01, lists: 0},
