@@ -18,7 +18,6 @@ package render
 
 import (
 	"fmt"
-	"text/template"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -45,9 +44,9 @@ type ClusterSPIFFEID struct {
 	NamespaceSelector labels.Selector
 	PodSelector       labels.Selector
 
-	spiffeID          *template.Template
-	dnsNames          []*template.Template
-	workloadSelectors []*template.Template
+	spiffeID          *compiledTemplate
+	dnsNames          []*compiledTemplate
+	workloadSelectors []*compiledTemplate
 	federatesWith     []string
 	reach             Reach
 

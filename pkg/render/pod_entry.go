@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -40,7 +39,7 @@ type Renderer struct {
 	trustDomain   spiffeid.TrustDomain
 	clusterName   string
 	clusterDomain string
-	parentID      *template.Template
+	parentID      *compiledTemplate
 }
 
 // NewRenderer parses the parent ID template every pod entry is rendered with.
@@ -181,7 +180,7 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 }
 
 // renderID renders a template into a SPIFFE ID that must belong to the trust domain.
-func (r *Renderer) renderID(t *template.Template, data *templateData) (*spiretypes.SPIFFEID, error) {
+func (r *Renderer) renderID(t *compiledTemplate, data *templateData) (*spiretypes.SPIFFEID, error) {
 	text, err := execute(t, data)
 	if err != nil {
 		return nil, err

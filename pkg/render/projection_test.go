@@ -178,7 +178,7 @@ func TestProjectionRendersAsTheFullObjects(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parsing %q: %v", text, err)
 		}
-		reach := TemplateReach(tmpl)
+		reach := TemplateReach(tmpl.Template)
 		full := renderTemplate(t, text, pod, node)
 		projected := renderTemplate(t, text, ProjectPod(pod, reach), ProjectNode(node, reach))
 		if full != projected {
@@ -273,5 +273,5 @@ func mustParse(t *testing.T, text string) *template.Template {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tmpl
+	return tmpl.Template
 }

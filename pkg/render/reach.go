@@ -84,7 +84,7 @@ func (r Reach) Covers(o Reach) bool {
 
 // Reach is what the parent ID template can read.
 func (r *Renderer) Reach() Reach {
-	return TemplateReach(r.parentID)
+	return TemplateReach(r.parentID.Template)
 }
 
 // Reach is what the ClusterSPIFFEID's templates can read. One that did not compile renders
@@ -95,9 +95,9 @@ func (c *ClusterSPIFFEID) Reach() Reach {
 
 func (c *ClusterSPIFFEID) templatesReach() Reach {
 	var reach Reach
-	reach.Union(TemplateReach(c.spiffeID))
-	for _, t := range append(append([]*template.Template{}, c.dnsNames...), c.workloadSelectors...) {
-		reach.Union(TemplateReach(t))
+	reach.Union(TemplateReach(c.spiffeID.Template))
+	for _, t := range append(append([]*compiledTemplate{}, c.dnsNames...), c.workloadSelectors...) {
+		reach.Union(TemplateReach(t.Template))
 	}
 	return reach
 }

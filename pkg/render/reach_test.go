@@ -75,7 +75,7 @@ func TestTemplateReach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, TemplateReach(tmpl), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.want, TemplateReach(tmpl.Template), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("TemplateReach(%q) (-want +got):\n%s", tc.text, diff)
 			}
 		})

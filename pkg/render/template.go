@@ -92,9 +92,16 @@ func actionNode(funcName string) parse.Node {
 	return t.Root.Nodes[0]
 }
 
+// compiledTemplate is a parsed template and, when it only joins text and string fields, the
+// plan that renders it without text/template.
+type compiledTemplate struct {
+	*template.Template
+	plan fieldPlan
+}
+
 // parseTemplate parses a template as spire-controller-manager does, with no restriction on
 // the language, and instruments it so that execute can bound its loops and calls.
-func parseTemplate(name, text string) (*template.Template, error) {
+func parseTemplate(name, text string) (*compiledTemplate, error) {
 	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", name, err)
@@ -102,7 +109,7 @@ func parseTemplate(name, text string) (*template.Template, error) {
 	if !canRepeat(t) {
 		// Without a loop or a call each node runs at most once, so the execution is bounded
 		// by the template's own size and execute runs it as it is, with no budget to bind.
-		return t, nil
+		return &compiledTemplate{Template: t, plan: planFor(t)}, nil
 	}
 	for _, associated := range t.Templates() {
 		if associated.Tree == nil || associated.Root == nil {
@@ -111,7 +118,7 @@ func parseTemplate(name, text string) (*template.Template, error) {
 		instrument(associated.Root)
 		associated.Root.Nodes = append([]parse.Node{callNode}, associated.Root.Nodes...)
 	}
-	return t, nil
+	return &compiledTemplate{Template: t}, nil
 }
 
 // canRepeat reports whether any template associated with t has a range or a template call:
@@ -255,12 +262,17 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 }
 
 // execute renders t over data within the limits above.
-func execute(t *template.Template, data *templateData) (string, error) {
+func execute(t *compiledTemplate, data *templateData) (string, error) {
+	if t.plan != nil {
+		if out, ok := t.plan.render(data); ok {
+			return out, nil
+		}
+	}
 	// The counters of an instrumented template are bound per execution: a clone shares the
 	// parsed trees and only copies the function table. Cloning costs as much as executing a
 	// typical template, so templates that cannot repeat a node skip it.
-	run := t
-	if instrumented(t) {
+	run := t.Template
+	if instrumented(run) {
 		b := &budget{deadline: time.Now().Add(maxExecutionTime)}
 		var err error
 		if run, err = t.Clone(); err != nil {

@@ -41,7 +41,7 @@ func TestOnlyTemplatesThatRepeatAreInstrumented(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.text, err)
 		}
-		if got := instrumented(tmpl); got != tc.instrumented {
+		if got := instrumented(tmpl.Template); got != tc.instrumented {
 			t.Errorf("%s: instrumented %v, want %v", tc.text, got, tc.instrumented)
 		}
 		got, err := execute(tmpl, data)

@@ -121,7 +121,7 @@ func validateTemplate(p *field.Path, text string, sample *templateData) (*templa
 	if _, err := execute(t, sample); err != nil && isTemplateError(err) {
 		return nil, field.Invalid(p, text, err.Error())
 	}
-	return t, nil
+	return t.Template, nil
 }
 
 // isTemplateError reports whether an execution error over the complete sample is the
