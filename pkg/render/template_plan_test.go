@@ -119,6 +119,34 @@ func TestPlanRendersAsTextTemplate(t *testing.T) {
 	}
 }
 
+// FuzzPlanMatchesTextTemplate renders any template that gets a plan, over a pod of any
+// name, namespace and service account, through the plan and through text/template.
+func FuzzPlanMatchesTextTemplate(f *testing.F) {
+	for _, text := range []string{
+		"spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
+		"{{- .PodMeta.Name -}}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}",
+		"k8s:pod-uid:{{ .PodMeta.UID }}{{/* comment */}}",
+		"{{ .NodeMeta.Name }}{{ .PodSpec.NodeName }}",
+	} {
+		f.Add(text, "web-0", "shop", "api")
+	}
+	f.Fuzz(func(t *testing.T, text, name, namespace, serviceAccount string) {
+		tmpl, err := parseTemplate("t", text)
+		if err != nil || tmpl.plan == nil {
+			return
+		}
+		pod, node := testPod(), testNode()
+		pod.Name, pod.Namespace, pod.Spec.ServiceAccountName = name, namespace, serviceAccount
+		data := &templateData{TrustDomain: "example.org", ClusterName: "c", ClusterDomain: "cluster.local",
+			PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec, NodeMeta: &node.ObjectMeta, NodeSpec: &node.Spec}
+		want, wantErr := executeTextTemplate(tmpl, data)
+		got, gotErr := execute(tmpl, data)
+		if got != want || errString(gotErr) != errString(wantErr) {
+			t.Errorf("%q: the plan gives %q, %v; text/template %q, %v", text, got, gotErr, want, wantErr)
+		}
+	})
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
