@@ -99,6 +99,17 @@ func richPodAndNode() (*corev1.Pod, *corev1.Node) {
 	return pod, node
 }
 
+// templateObjects are the objects templates see, by the expression that reaches each.
+var templateObjects = []struct {
+	expr string
+	typ  reflect.Type
+}{
+	{".PodMeta", reflect.TypeFor[metav1.ObjectMeta]()},
+	{".PodSpec", reflect.TypeFor[corev1.PodSpec]()},
+	{".NodeMeta", reflect.TypeFor[metav1.ObjectMeta]()},
+	{".NodeSpec", reflect.TypeFor[corev1.NodeSpec]()},
+}
+
 // fieldPaths lists template expressions for every exported field below expr, of type t, down
 // to depth: slices by their first element, pointers through, maps and leaves whole.
 func fieldPaths(expr string, t reflect.Type, depth int) []string {
@@ -143,15 +154,7 @@ func renderTemplate(t *testing.T, text string, pod *corev1.Pod, node *corev1.Nod
 func TestProjectionRendersAsTheFullObjects(t *testing.T) {
 	pod, node := richPodAndNode()
 	var templates []string
-	for _, root := range []struct {
-		expr string
-		typ  reflect.Type
-	}{
-		{".PodMeta", reflect.TypeFor[metav1.ObjectMeta]()},
-		{".PodSpec", reflect.TypeFor[corev1.PodSpec]()},
-		{".NodeMeta", reflect.TypeFor[metav1.ObjectMeta]()},
-		{".NodeSpec", reflect.TypeFor[corev1.NodeSpec]()},
-	} {
+	for _, root := range templateObjects {
 		for _, path := range fieldPaths(root.expr, root.typ, 6) {
 			templates = append(templates, "{{ "+path+" }}")
 		}

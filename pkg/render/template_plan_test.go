@@ -17,12 +17,10 @@ limitations under the License.
 package render
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // executeTextTemplate renders t by text/template alone, as execute does without a plan.
@@ -82,14 +80,7 @@ func TestPlanRendersAsTextTemplate(t *testing.T) {
 		"long domain": {TrustDomain: strings.Repeat("d", maxRenderedBytes+1)},
 	}
 	var paths []string
-	for _, root := range []struct {
-		expr string
-		typ  reflect.Type
-	}{
-		{".PodMeta", reflect.TypeFor[metav1.ObjectMeta]()},
-		{".PodSpec", reflect.TypeFor[corev1.PodSpec]()},
-		{".NodeMeta", reflect.TypeFor[metav1.ObjectMeta]()},
-	} {
+	for _, root := range templateObjects {
 		paths = append(paths, fieldPaths(root.expr, root.typ, 1)...)
 	}
 	paths = append(paths, ".TrustDomain", ".ClusterName", ".ClusterDomain")
