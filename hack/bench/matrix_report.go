@@ -93,6 +93,7 @@ var matrixColumns = []matrixColumn{
 	{"heap / entry (B)", "heap_per_entry_bytes", 0, always(func(r cellResult) float64 { return r.perEntry(heap) })},
 	{"idle CPU (s/min)", "idle_cpu_s_per_min", 3, perIdleMinute(func(c idleCost) float64 { return c.cpu })},
 	{"idle ListEntries (/min)", "idle_list_entries_per_min", 1, perIdleMinute(func(c idleCost) float64 { return c.lists })},
+	{"idle GCs (/min)", "idle_gcs_per_min", 1, perIdleMinute(func(c idleCost) float64 { return c.gcs })},
 }
 
 func (c matrixColumn) format(r cellResult) string {
@@ -142,7 +143,7 @@ const matrixLegend = `
 - start-up to ready: spire-registrar restarted with every entry in SPIRE, from process start until /readyz answers (its first full resync done). restart writes: SPIRE's own telemetry count of entry creates, updates and deletes from the stop until at least three full resyncs after the restart; must be 0. CPU / resync at rest: the process's CPU seconds over two of those resyncs, per resync, with no pod changing; at the default gcInterval of 5m a user's idle CPU is the idle CPU plus a fifth of it a minute. spire-controller-manager: until two gcIntervals after its first listing; its start-up probe entry (one create, one delete) counts.
 - p50/p99: one pod created at a time, from the create call until SPIRE serves all K of its entries, polled every 2 ms. "in resync": the same after the restart, with gcInterval -resync-interval so that full resyncs run back to back; resync duty is the share of that phase a resync ran (resyncs × the last one's duration / phase time).
 - RSS and heap: the controller process's VmRSS and exported go_memstats_heap_inuse_bytes after the bulk, each sampled right after a garbage collection (spire-registrar: asked for through --profiling; spire-controller-manager: the runtime's own, at most 2 minutes away), and per pod and per entry above the ready, empty process sampled the same way.
-- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute. spire-registrar's window is kept between its periodic full resyncs (measured again when one falls in it); spire-controller-manager's includes its gcInterval loop, which is all it does at rest.
+- idle: over the idle window after the steady-state pods, the controller process's CPU seconds and the ListEntries RPCs SPIRE served (one per page of a listing), per minute. spire-registrar's window is kept between its periodic full resyncs (measured again when one falls in it); spire-controller-manager's includes its gcInterval loop, which is all it does at rest. idle GCs: the process's garbage collections in the window; at rest the Go runtime forces one every 2 minutes, which marks the whole live heap.
 `
 
 // matrixCSV renders the results wide: a header line, then one line per controller and cell.

@@ -81,7 +81,7 @@ func testResults() []cellResult {
 		resyncCPU:    0.2,
 		baseline:     memSample{rss: 50 << 20, heapInuse: 5 << 20},
 		loaded:       memSample{rss: 51 << 20, heapInuse: 6 << 20},
-		idle:         idleCost{window: 30 * time.Second, cpu: 0.01, lists: 0},
+		idle:         idleCost{window: 30 * time.Second, cpu: 0.01, lists: 0, gcs: 1},
 	}
 	scm := reg
 	scm.controller, scm.startup, scm.duringResync, scm.resyncDuty = controllerSCM, 0, nil, -1
