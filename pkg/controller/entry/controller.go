@@ -132,9 +132,11 @@ type Controller struct {
 	// podQueue holds pod UIDs to sync; clusterSPIFFEIDQueue holds ClusterSPIFFEID names whose
 	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may be
 	// out of date; clusterStaticEntryQueue holds ClusterStaticEntry names to sync.
-	podQueue                workqueue.TypedRateLimitingInterface[types.UID]
-	clusterSPIFFEIDQueue    workqueue.TypedRateLimitingInterface[string]
-	statusQueue             workqueue.TypedRateLimitingInterface[string]
+	podQueue             workqueue.TypedRateLimitingInterface[types.UID]
+	clusterSPIFFEIDQueue workqueue.TypedRateLimitingInterface[string]
+	statusQueue          workqueue.TypedRateLimitingInterface[string]
+	// statusPacer spaces the status syncs that pod syncs cause by what they cost.
+	statusPacer             *statusPacer
 	clusterStaticEntryQueue workqueue.TypedRateLimitingInterface[string]
 
 	clusterSPIFFEIDs       *clusterSPIFFEIDCache
@@ -208,6 +210,7 @@ func NewController(
 		clusterStaticEntryQueue: runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
 		clusterSPIFFEIDs:       newClusterSPIFFEIDCache(),
+		statusPacer:            newStatusPacer(),
 		clusterStaticEntryKeys: &clusterStaticEntryKeys{keys: map[string]render.Key{}},
 		podLatency:             metrics.NewPodEntryLatencyTracker(),
 	}

@@ -19,6 +19,7 @@ package entry
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -39,10 +40,15 @@ func (c *Controller) writesStatus() bool {
 	return c.spireAPI != nil && !c.opts.DryRun
 }
 
-// enqueueStatus schedules the status of ClusterSPIFFEIDs whose counters changed.
+// enqueueStatus schedules the status of ClusterSPIFFEIDs whose counters changed, paced by
+// what counting them costs.
 func (c *Controller) enqueueStatus(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	delay := c.statusPacer.delay()
 	for _, name := range names {
-		c.statusQueue.AddAfter(name, statusDelay)
+		c.statusQueue.AddAfter(name, delay)
 	}
 }
 
@@ -52,15 +58,18 @@ func (c *Controller) enqueueStatus(names []string) {
 // status counters. A spec that does not compile counts nothing, as there; its Ready condition
 // says why.
 func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
+	start := time.Now()
 	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		forgetEntryOutcomes(name)
+		c.statusPacer.forget(name)
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
 	}
 	if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
 		forgetEntryOutcomes(name)
+		c.statusPacer.forget(name)
 		return nil
 	}
 	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
@@ -72,6 +81,7 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 		}
 		c.reconciler.StatusCounters().Stats(name, &stats)
 	}
+	c.statusPacer.observe(name, time.Since(start))
 	recordEntryOutcomes(name, stats, unscheduled)
 	updated := clusterSPIFFEID.DeepCopy()
 	updated.Status.Stats = stats
