@@ -124,12 +124,31 @@ func Descriptors() []Descriptor {
 // are cached without what no controller reads (see trimForCache), and pods without what no
 // template of the active ClusterSPIFFEIDs reads (see podProjection), since at tens of
 // thousands of pods the caches are most of the process's memory.
-func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
-	pods := newPodProjection()
+func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface, opts ...FactoryOption) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
+	var o factoryOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	pods := newPodProjection(o.compactPods)
 	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.transform))
 	projections.Store(kube, pods)
 	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(trimForCache))
 	return kube, spire
+}
+
+// FactoryOption changes what NewInformerFactories caches.
+type FactoryOption func(*factoryOptions)
+
+type factoryOptions struct {
+	compactPods bool
+}
+
+// CompactPods makes the pod informer cache pods as podcache.Pods, a third of a projected
+// *corev1.Pod, whenever the templates read no more of pods than those keep. Only the entry
+// controller reads them: the pod lister of the factory fails on them, so a binary that runs
+// controllers of its own on the same factory must not ask for it. The standalone binary does.
+func CompactPods() FactoryOption {
+	return func(o *factoryOptions) { o.compactPods = true }
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the

@@ -36,6 +36,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -60,18 +61,23 @@ type podProjection struct {
 	generations atomic.Pointer[[]generation]
 	// relist makes the pod informer list again; nil until the informer is ours.
 	relist func()
+	// compact makes the transform cache pods as podcache.Pods where the reach allows it:
+	// only when nothing but the entry controller reads the factory's pods.
+	compact bool
 }
 
 type generation struct {
 	reach render.Reach
 	stamp string
+	// compact is set when a podcache.Pod keeps all of reach.
+	compact bool
 }
 
 // stampPrefix starts the status message of a projected pod; the generation follows.
 const stampPrefix = "spire-registrar projection "
 
-func newPodProjection() *podProjection {
-	p := &podProjection{}
+func newPodProjection(compact bool) *podProjection {
+	p := &podProjection{compact: compact}
 	p.generations.Store(&[]generation{{reach: cachedReach, stamp: stampPrefix + "0"}})
 	return p
 }
@@ -88,18 +94,24 @@ func projectionOf(factory informers.SharedInformerFactory) *podProjection {
 	return pp
 }
 
-// transform is the informer transform of pods, which it projects and stamps; other objects
-// it trims as trimForCache does.
+// transform is the informer transform of pods, which it projects and stamps, as
+// podcache.Pods where the reach allows it; other objects it trims as trimForCache does.
 func (p *podProjection) transform(obj any) (any, error) {
+	if compact, ok := obj.(*podcache.Pod); ok {
+		return compact, nil // The transform must be idempotent.
+	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return trimForCache(obj)
 	}
 	if _, projected := p.generationOf(pod); projected {
-		return pod, nil // The transform must be idempotent.
+		return pod, nil
 	}
 	gens := *p.generations.Load()
 	current := gens[len(gens)-1]
+	if current.compact {
+		return podcache.Compact(pod, current.stamp), nil
+	}
 	out := render.ProjectPod(pod, current.reach)
 	out.Status.Message = current.stamp
 	return out, nil
@@ -125,7 +137,9 @@ func (p *podProjection) setReach(reach render.Reach) {
 
 func (p *podProjection) appendGeneration(reach render.Reach) {
 	gens := *p.generations.Load()
-	next := append(slices.Clip(gens), generation{reach: reach, stamp: stampPrefix + strconv.Itoa(len(gens))})
+	next := append(slices.Clip(gens), generation{
+		reach: reach, stamp: stampPrefix + strconv.Itoa(len(gens)), compact: p.compact && podcache.Covers(reach),
+	})
 	p.generations.Store(&next)
 }
 

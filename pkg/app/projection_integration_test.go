@@ -31,17 +31,25 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
-// TestNewTemplateFieldIsRenderedFromTheWholePod runs the controllers as the binary does, with
-// pods cached as projections for a ClusterSPIFFEID that reads only pod names, then creates one
-// that reads the pod's hostname and an annotation: its entries must carry them, for the pods
-// cached before and after, and no entry must ever be rendered without them.
+// TestNewTemplateFieldIsRenderedFromTheWholePod runs the controllers with pods cached as
+// projections for a ClusterSPIFFEID that reads only pod names, then creates one that reads the
+// pod's hostname and an annotation: its entries must carry them, for the pods cached before
+// and after, and no entry must ever be rendered without them. It runs with the factories an
+// embedder gets, whose projections are *corev1.Pods, and with the standalone binary's, whose
+// projection is compact until the new template reads more than a podcache.Pod keeps.
 func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
+	t.Run("projected", func(t *testing.T) { testNewTemplateField(t) })
+	t.Run("compact", func(t *testing.T) { testNewTemplateField(t, app.CompactPods()) })
+}
+
+func testNewTemplateField(t *testing.T, factoryOptions ...app.FactoryOption) {
 	stack := realcluster.NewStack(t)
 	client, spireAPI := stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -82,7 +90,7 @@ func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = spireClient.Close() }()
-	kubeInformers, spireInformers := app.NewInformerFactories(client, spireAPI)
+	kubeInformers, spireInformers := app.NewInformerFactories(client, spireAPI, factoryOptions...)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -127,6 +135,12 @@ func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 		}
 	}
 	waitFor("spiffe://" + td + "/pod/before")
+	wantCompact := len(factoryOptions) > 0
+	for _, obj := range kubeInformers.Core().V1().Pods().Informer().GetIndexer().List() {
+		if _, compact := obj.(*podcache.Pod); compact != wantCompact {
+			t.Fatalf("the pod cache holds a %T for a template that reads pod names", obj)
+		}
+	}
 
 	createClusterSPIFFEID("by-host", `spiffe://{{ .TrustDomain }}/host-{{ .PodSpec.Hostname }}-{{ index .PodMeta.Annotations "team" }}`)
 	if _, err := realcluster.CreatePod(ctx, client, "default", "after", node.Name, withHost("host-b")); err != nil {

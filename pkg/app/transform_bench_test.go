@@ -25,11 +25,12 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/cache"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -82,8 +83,10 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 	typical.Union(render.CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
 		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
 	}}).Reach())
-	projection := newPodProjection()
+	projection := newPodProjection(false)
 	projection.setReach(typical)
+	compact := newPodProjection(true)
+	compact.setReach(typical)
 
 	for _, tc := range []struct {
 		name      string
@@ -93,22 +96,25 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		// What an embedder's factories, or a pod informer that cannot list again, keep.
 		{"allButManagedFields", trimForCache},
 		{"projectedForDefaultTemplate", projection.transform},
+		// What the standalone binary keeps (CompactPods).
+		{"compactForDefaultTemplate", compact.transform},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
-					cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-					"uid":                func(obj any) ([]string, error) { return []string{string(obj.(*corev1.Pod).UID)}, nil },
-					"nodeName":           func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Spec.NodeName}, nil },
-				})
+				indexers := entry.PodIndexers()
+				indexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
+				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
 				before := heapInUse()
 				for i := range benchPods {
 					pod := &corev1.Pod{}
 					if err := pod.Unmarshal(data); err != nil {
 						b.Fatal(err)
 					}
-					pod.Name = fmt.Sprintf("bench-7d9f8b6c5d-%06d", i)
-					pod.UID = types.UID(fmt.Sprintf("0a1b2c3d-4e5f-4a6b-8c7d-%012d", i))
+					// Pods of 300 ReplicaSets of 100 pods, with random UIDs as the API server gives.
+					hash := fmt.Sprintf("%010x", i/100)
+					pod.Name = fmt.Sprintf("bench-%s-%06d", hash, i)
+					pod.Labels["pod-template-hash"] = hash
+					pod.UID = uuid.NewUUID()
 					obj, err := tc.transform(pod)
 					if err != nil {
 						b.Fatal(err)

@@ -56,7 +56,12 @@ func NewRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, p
 // entries until the pod is deleted). A pod that runs nowhere yet takes part, and fails to
 // render with ErrNodeNotFound.
 func PodDeclaresEntries(pod *corev1.Pod) bool {
-	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	return PhaseDeclaresEntries(pod.Status.Phase)
+}
+
+// PhaseDeclaresEntries is PodDeclaresEntries of a pod in phase.
+func PhaseDeclaresEntries(phase corev1.PodPhase) bool {
+	return phase != corev1.PodSucceeded && phase != corev1.PodFailed
 }
 
 // ErrNodeNotFound is the render failure of a pod whose node is unknown, or that is not

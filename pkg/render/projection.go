@@ -38,6 +38,16 @@ var podMetaFields = sets.New("Name", "Namespace", "UID", "ResourceVersion", "Cre
 // nodeMetaFields are the node metadata the controller reads itself.
 var nodeMetaFields = sets.New("Name", "UID", "ResourceVersion")
 
+// compactPodSpecFields are the spec fields a compact cached pod keeps besides the node name.
+var compactPodSpecFields = sets.New("NodeName", "ServiceAccountName")
+
+// CompactPodReach is what a compact cached pod (podcache.Pod) keeps of a pod for templates:
+// the metadata the controller reads itself, labels included, and the node and service
+// account names. It is what nearly every template reads.
+func CompactPodReach() Reach {
+	return Reach{PodMeta: FieldSet{Fields: podMetaFields.Clone()}, PodSpec: FieldSet{Fields: compactPodSpecFields.Clone()}}
+}
+
 // FullReach is every field templates can see but managedFields, which the cache has never
 // kept: they are the bulk of most objects.
 func FullReach() Reach {

@@ -278,3 +278,31 @@ func mustParse(t *testing.T, text string) *template.Template {
 	}
 	return tmpl.Template
 }
+
+// TestCompactPodReachRendersAsTheFullPod renders every template whose reach a compact cached
+// pod keeps through the full pod and through the projection to CompactPodReach, which is what
+// a compact pod expands to: the output must not change.
+func TestCompactPodReachRendersAsTheFullPod(t *testing.T) {
+	pod, node := richPodAndNode()
+	compact := ProjectPod(pod, CompactPodReach())
+	kept := CompactPodReach()
+	covered := 0
+	for _, root := range templateObjects[:2] {
+		for _, path := range fieldPaths(root.expr, root.typ, 6) {
+			text := "{{ " + path + " }}"
+			reach := TemplateReach(mustParse(t, text))
+			if !kept.PodMeta.Covers(reach.PodMeta) || !kept.PodSpec.Covers(reach.PodSpec) {
+				continue
+			}
+			covered++
+			if full, got := renderTemplate(t, text, pod, node), renderTemplate(t, text, compact, node); full != got {
+				t.Errorf("%s renders %q from the full pod but %q from the compact projection", text, full, got)
+			}
+		}
+	}
+	// Name, Namespace, UID, ResourceVersion, CreationTimestamp, DeletionTimestamp (and its
+	// fields), Labels, NodeName and ServiceAccountName.
+	if covered < 9 {
+		t.Errorf("only %d templates are within the compact reach: the walk is broken", covered)
+	}
+}

@@ -55,10 +55,6 @@ const (
 	// statusDelay batches status writes: a ClusterSPIFFEID that selects thousands of pods gets
 	// one status update for a burst of pod syncs, not one per pod.
 	statusDelay = time.Second
-
-	// podUIDIndex and nodeNameIndex find the pods an event is about.
-	podUIDIndex   = "uid"
-	nodeNameIndex = "spec.nodeName"
 )
 
 // Options are the settings the controller renders entries with.
@@ -120,7 +116,7 @@ type Controller struct {
 	spireAPI spireclientset.Interface
 	events   *runner.Events
 
-	podLister                corelisters.PodLister
+	// podIndexer is the pod informer's cache, read through podcache.View (see pods.go).
 	podIndexer               cache.Indexer
 	namespaceLister          corelisters.NamespaceLister
 	nodeLister               corelisters.NodeLister
@@ -225,7 +221,6 @@ func NewController(
 	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || clusterSPIFFEIDInformer == nil {
 		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are ignored")
 	}
-	c.podLister = podInformer.Lister()
 	c.podIndexer = podInformer.Informer().GetIndexer()
 	c.namespaceLister = namespaceInformer.Lister()
 	c.nodeLister = nodeInformer.Lister()
@@ -239,10 +234,7 @@ func NewController(
 		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
 
-	if err := runner.AddIndexers(podInformer.Informer(), cache.Indexers{
-		podUIDIndex:   indexPodByUID,
-		nodeNameIndex: indexPodByNodeName,
-	}); err != nil {
+	if err := runner.AddIndexers(podInformer.Informer(), PodIndexers()); err != nil {
 		return nil, fmt.Errorf("adding pod indexes: %w", err)
 	}
 	if err := runner.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {

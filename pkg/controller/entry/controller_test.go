@@ -43,6 +43,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
@@ -68,6 +69,8 @@ type envOptions struct {
 	dryRun     bool
 	// ignoreNamespace, when set, is the controller's IgnoreNamespace.
 	ignoreNamespace func(string) bool
+	// compactPods caches pods as podcache.Pods, as the standalone binary does.
+	compactPods bool
 }
 
 // newTestEnv builds a controller over fake clientsets with running informers and the
@@ -104,7 +107,16 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 		kubeClient = env.kube
 	}
 
-	kubeInformers := informers.NewSharedInformerFactory(env.kube, 0)
+	var kubeOptions []informers.SharedInformerOption
+	if o.compactPods {
+		kubeOptions = append(kubeOptions, informers.WithTransform(func(obj any) (any, error) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				return podcache.Compact(pod, ""), nil
+			}
+			return obj, nil
+		}))
+	}
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, kubeOptions...)
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
 	env.controller, err = NewController(ctx,
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
@@ -325,8 +337,7 @@ func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		objs, _ := env.controller.podIndexer.ByIndex(podUIDIndex, string(uid))
-		if (len(objs) > 0) == present {
+		if _, found, _ := env.controller.podByUID(uid); found == present {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -33,6 +33,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -122,41 +123,26 @@ func indexEndpointSliceByPod(obj any) ([]string, error) {
 	return render.SlicePods(slice), nil
 }
 
-func indexPodByUID(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	return []string{string(pod.UID)}, nil
-}
-
-func indexPodByNodeName(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
-		return nil, nil
-	}
-	return []string{pod.Spec.NodeName}, nil
-}
-
 func (c *Controller) enqueuePod(obj any) {
-	if pod, ok := runner.Unwrap[*corev1.Pod](obj); ok {
+	if pod, ok := podcache.ViewOf(obj); ok {
 		c.podQueue.Add(pod.UID)
 	}
 }
 
 // onPodUpdate enqueues a pod only when something an entry depends on changed: templates see
 // the pod's metadata and spec, and the phase decides whether it gets an entry. Most pod
-// updates at scale are status updates, which this skips.
+// updates at scale are status updates, which this skips. A relist may pair versions of two
+// pods of one name: both are enqueued then.
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
-	oldPod, newPod := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-	if oldPod.ResourceVersion == newPod.ResourceVersion {
+	oldPod, okOld := podcache.ViewOf(oldObj)
+	newPod, okNew := podcache.ViewOf(newObj)
+	if !okOld || !okNew || oldPod.ResourceVersion == newPod.ResourceVersion {
 		return
 	}
-	if oldPod.Status.Phase != newPod.Status.Phase ||
-		!maps.Equal(oldPod.Labels, newPod.Labels) ||
-		!maps.Equal(oldPod.Annotations, newPod.Annotations) ||
-		!apiequality.Semantic.DeepEqual(oldPod.Spec, newPod.Spec) ||
-		!apiequality.Semantic.DeepEqual(oldPod.OwnerReferences, newPod.OwnerReferences) {
+	if !podcache.SameForEntries(oldObj, newObj) {
+		if oldPod.UID != newPod.UID {
+			c.podQueue.Add(oldPod.UID)
+		}
 		c.podQueue.Add(newPod.UID)
 	}
 }
@@ -166,12 +152,12 @@ func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	pods, err := c.podIndexer.ByIndex(cache.NamespaceIndex, ns.Name)
+	pods, err := c.podsByIndex(cache.NamespaceIndex, ns.Name)
 	if err != nil {
 		logger.Error(err, "Listing pods of namespace", "namespace", klog.KObj(ns))
 		return
 	}
-	c.enqueuePodObjects(pods)
+	c.enqueuePodViews(pods)
 }
 
 // onNamespaceUpdate resyncs a namespace's pods when its labels change; templates see nothing
@@ -190,12 +176,12 @@ func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	pods, err := c.podIndexer.ByIndex(nodeNameIndex, node.Name)
+	pods, err := c.podsByIndex(nodeNameIndex, node.Name)
 	if err != nil {
 		logger.Error(err, "Listing pods of node", "node", klog.KObj(node))
 		return
 	}
-	c.enqueuePodObjects(pods)
+	c.enqueuePodViews(pods)
 }
 
 // onNodeUpdate resyncs a node's pods when what templates see of it changes. Nodes update
@@ -212,9 +198,9 @@ func (c *Controller) onNodeUpdate(logger klog.Logger) func(oldObj, newObj any) {
 	}
 }
 
-func (c *Controller) enqueuePodObjects(objs []any) {
-	for _, obj := range objs {
-		c.enqueuePod(obj)
+func (c *Controller) enqueuePodViews(pods []podcache.View) {
+	for _, pod := range pods {
+		c.podQueue.Add(pod.UID)
 	}
 }
 
@@ -281,7 +267,7 @@ func (c *Controller) enqueueSlicePods(obj any) {
 	}
 	for _, key := range render.SlicePods(slice) {
 		ns, name, _ := cache.SplitMetaNamespaceKey(key)
-		if pod, err := c.podLister.Pods(ns).Get(name); err == nil {
+		if pod, ok := c.podByName(ns, name); ok {
 			c.podQueue.Add(pod.UID)
 		}
 	}

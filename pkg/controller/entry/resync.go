@@ -18,8 +18,7 @@ package entry
 
 import (
 	"context"
-	"fmt"
-
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -82,11 +81,10 @@ func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map
 	if err != nil {
 		return declared, nil, err
 	}
-	pods, err := c.podLister.List(labels.Everything())
-	if err != nil {
-		return declared, nil, fmt.Errorf("listing pods: %w", err)
-	}
-	for _, pod := range pods {
+	// Rendering keeps nothing of the pod but strings, so one expansion serves every pod.
+	var scratch corev1.Pod
+	for _, cached := range c.allPods() {
+		pod := cached.PodInto(&scratch)
 		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
 			return declared, nil, err
 		}

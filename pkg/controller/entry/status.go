@@ -144,13 +144,13 @@ func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spi
 			stats.NamespacesIgnored++
 			continue
 		}
-		pods, err := c.podLister.Pods(ns.Name).List(compiled.PodSelector)
+		pods, err := c.podsIn(ns.Name, compiled.PodSelector)
 		if err != nil {
-			return 0, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
+			return 0, err
 		}
 		stats.PodsSelected += len(pods)
 		for _, pod := range pods {
-			if pod.Spec.NodeName == "" && render.PodDeclaresEntries(pod) {
+			if pod.NodeName == "" && render.PhaseDeclaresEntries(pod.Phase) {
 				unscheduled++
 			}
 		}

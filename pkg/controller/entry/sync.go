@@ -40,9 +40,13 @@ import (
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
 // gone, or no longer eligible, declares nothing, so its entries are deleted.
 func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
-	pod, err := c.podByUID(uid)
+	cached, found, err := c.podByUID(uid)
 	if err != nil {
 		return err
+	}
+	var pod *corev1.Pod
+	if found {
+		pod = cached.Pod()
 	}
 	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()
 	if err != nil {
@@ -63,20 +67,6 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	c.observePodSync(ctx, uid, pod, declared, res, err)
 	c.enqueueStatus(res.StatusChanged)
 	return err
-}
-
-// podByUID returns the pod with a UID, or nil when the informer has none.
-func (c *Controller) podByUID(uid types.UID) (*corev1.Pod, error) {
-	objs, err := c.podIndexer.ByIndex(podUIDIndex, string(uid))
-	if err != nil {
-		return nil, fmt.Errorf("looking up pod %s: %w", uid, err)
-	}
-	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			return pod, nil
-		}
-	}
-	return nil, nil
 }
 
 // activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
@@ -237,9 +227,9 @@ func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]ty
 		if c.opts.IgnoreNamespace(ns.Name) {
 			continue
 		}
-		pods, err := c.podLister.Pods(ns.Name).List(clusterSPIFFEID.PodSelector)
+		pods, err := c.podsIn(ns.Name, clusterSPIFFEID.PodSelector)
 		if err != nil {
-			return nil, fmt.Errorf("listing pods of %s: %w", ns.Name, err)
+			return nil, err
 		}
 		for _, pod := range pods {
 			uids = append(uids, pod.UID)

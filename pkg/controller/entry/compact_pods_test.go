@@ -1,0 +1,144 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+)
+
+// TestCompactPodsGiveTheSameEntries runs the same cluster and the same pod events through a
+// controller whose pod cache holds whole pods (an embedder's factory) and one whose cache
+// holds podcache.Pods (the standalone binary): SPIRE must end up with the same entries after
+// the first resync and after each event, and the ClusterSPIFFEIDs with the same stats.
+func TestCompactPodsGiveTheSameEntries(t *testing.T) {
+	objects := func() []runtime.Object {
+		return []runtime.Object{
+			namespace("production", map[string]string{"env": "production"}),
+			namespace("development", map[string]string{"env": "development"}),
+			node("node-1"), node("node-3"),
+			pod("production", "web-server", "node-1", map[string]string{"app": "web-server"}),
+			pod("production", "web-server-2", "node-3", map[string]string{"app": "web-server"}),
+			pod("development", "api-server", "node-3", map[string]string{"app": "api-server"}),
+			pod("development", "unscheduled", "", map[string]string{"app": "api-server"}),
+		}
+	}
+	type step struct {
+		name string
+		do   func(ctx context.Context, env *testEnv) error
+	}
+	steps := []step{
+		{"first resync", func(ctx context.Context, env *testEnv) error { return env.controller.fullResync(ctx) }},
+		{"labels changed", func(ctx context.Context, env *testEnv) error {
+			p := pod("production", "web-server-2", "node-3", map[string]string{"app": "other"})
+			p.ResourceVersion = "2" // The fake clientset keeps resource versions as given.
+			_, err := env.kube.CoreV1().Pods("production").Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		}},
+		{"pod created", func(ctx context.Context, env *testEnv) error {
+			_, err := env.kube.CoreV1().Pods("development").Create(ctx,
+				pod("development", "api-server-2", "node-1", map[string]string{"app": "api-server"}), metav1.CreateOptions{})
+			return err
+		}},
+		{"pod deleted", func(ctx context.Context, env *testEnv) error {
+			return env.kube.CoreV1().Pods("production").Delete(ctx, "web-server", metav1.DeleteOptions{})
+		}},
+	}
+
+	outcomes := map[bool][]string{}
+	for _, compact := range []bool{false, true} {
+		env := newTestEnvWith(t, envOptions{compactPods: compact}, objects(), walkThroughClusterSPIFFEIDs()...)
+		cached := env.controller.podIndexer.List()
+		if _, isCompact := cached[0].(*podcache.Pod); isCompact != compact {
+			t.Fatalf("compact=%v: the pod cache holds %T", compact, cached[0])
+		}
+		for _, s := range steps {
+			if err := s.do(env.ctx, env); err != nil {
+				t.Fatalf("compact=%v: %s: %v", compact, s.name, err)
+			}
+			drainPodQueue(t, env)
+			outcomes[compact] = append(outcomes[compact], s.name+": "+describeEntries(env.spire.Entries()))
+		}
+		for _, name := range []string{"web-server-identity", "api-server-identity"} {
+			c, err := env.controller.clusterSPIFFEIDLister.Get(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stats spirev1alpha1.ClusterSPIFFEIDStats
+			unscheduled, err := env.controller.selectionStats(env.controller.clusterSPIFFEIDs.get(c), &stats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcomes[compact] = append(outcomes[compact], fmt.Sprintf("%s: %d selected, %d unscheduled", name, stats.PodsSelected, unscheduled))
+		}
+	}
+	if diff := cmp.Diff(outcomes[false], outcomes[true]); diff != "" {
+		t.Errorf("entries and stats (-whole pods +compact pods):\n%s", diff)
+	}
+	// The outcomes must show what the steps did, or their equality proves little.
+	if !strings.Contains(outcomes[true][0], "web-server-2") || strings.Contains(outcomes[true][1], "web-server-2") ||
+		!strings.Contains(outcomes[true][2], "api-server-2") || strings.Contains(outcomes[true][3], "uid-production-web-server,") {
+		t.Errorf("the steps did not change the entries as expected:\n%s", strings.Join(outcomes[true], "\n"))
+	}
+}
+
+// drainPodQueue syncs queued pods until the queue stays empty for a while: informer events
+// reach it asynchronously.
+func drainPodQueue(t *testing.T, env *testEnv) {
+	t.Helper()
+	quiet := time.Now()
+	for time.Since(quiet) < 200*time.Millisecond {
+		if env.controller.podQueue.Len() == 0 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		uid, _ := env.controller.podQueue.Get()
+		if err := env.controller.syncPod(env.ctx, uid); err != nil {
+			t.Fatalf("syncPod %s: %v", uid, err)
+		}
+		env.controller.podQueue.Done(uid)
+		env.controller.podQueue.Forget(uid)
+		quiet = time.Now()
+	}
+}
+
+// describeEntries lists entries by SPIFFE ID, parent ID and selectors, without their IDs.
+func describeEntries(entries []*spiretypes.Entry) string {
+	var out []string
+	for _, e := range entries {
+		var sels []string
+		for _, s := range e.Selectors {
+			sels = append(sels, s.Type+":"+s.Value)
+		}
+		slices.Sort(sels)
+		out = append(out, fmt.Sprintf("%s<-%s[%s]%v", e.SpiffeId.Path, e.ParentId.Path, strings.Join(sels, ","), e.DnsNames))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
