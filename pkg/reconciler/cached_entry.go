@@ -21,27 +21,26 @@ import (
 )
 
 // cachedEntry is an entry as the cache keeps it: the fields of spiretypes.Entry without the
-// protobuf bookkeeping, its SPIFFE ID inline, its parent ID and selectors shared through the
-// interner and the fields pod entries rarely set behind one pointer. The cache holds one per
-// entry SPIRE has, hundreds of thousands at the field's size: about 130 bytes plus the ID and
-// path strings, where a decoded Entry and its SPIFFEID take about 300.
+// protobuf bookkeeping, its SPIFFE ID inline, its trust domain, parent ID and selectors shared
+// through the interner and the fields pod entries rarely set behind one pointer. The cache
+// holds one per entry SPIRE has, hundreds of thousands at the field's size: 112 bytes plus
+// the ID and path strings, where a decoded Entry and its SPIFFEID take about 300.
 type cachedEntry struct {
-	id          string
-	trustDomain string
+	id string
+	// trustDomain and path are the SPIFFE ID's; trustDomain is nil when the entry has none,
+	// which keeps a missing SPIFFE ID apart from an empty one.
+	trustDomain *string
 	path        string
 	parent      *spiretypes.SPIFFEID
 	selectors   []*spiretypes.Selector
 	revision    int64
 	createdAt   int64
-	expiresAt   int64
 	x509SVIDTTL int32
 	jwtSVIDTTL  int32
 	admin       bool
 	downstream  bool
 	storeSVID   bool
-	// noSPIFFEID keeps a missing SPIFFE ID apart from an empty one.
-	noSPIFFEID bool
-	rare       *rareEntryFields
+	rare        *rareEntryFields
 }
 
 // rareEntryFields are the fields most entries leave empty.
@@ -49,6 +48,7 @@ type rareEntryFields struct {
 	federatesWith        []string
 	dnsNames             []string
 	hint                 string
+	expiresAt            int64
 	additionalAttributes *spiretypes.Entry_AdditionalAttributes
 }
 
@@ -59,7 +59,6 @@ func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 		id:          e.GetId(),
 		revision:    e.GetRevisionNumber(),
 		createdAt:   e.GetCreatedAt(),
-		expiresAt:   e.GetExpiresAt(),
 		x509SVIDTTL: e.GetX509SvidTtl(),
 		jwtSVIDTTL:  e.GetJwtSvidTtl(),
 		admin:       e.GetAdmin(),
@@ -67,9 +66,7 @@ func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 		storeSVID:   e.GetStoreSvid(),
 	}
 	if id := e.GetSpiffeId(); id != nil {
-		c.trustDomain, c.path = in.string(id.GetTrustDomain()), id.GetPath()
-	} else {
-		c.noSPIFFEID = true
+		c.trustDomain, c.path = in.stringRef(id.GetTrustDomain()), id.GetPath()
 	}
 	if p := e.GetParentId(); p != nil {
 		c.parent = in.spiffeID(p)
@@ -80,11 +77,13 @@ func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 			c.selectors[i] = in.selector(s)
 		}
 	}
-	if len(e.GetFederatesWith()) > 0 || len(e.GetDnsNames()) > 0 || e.GetHint() != "" || e.AdditionalAttributes != nil {
+	if len(e.GetFederatesWith()) > 0 || len(e.GetDnsNames()) > 0 || e.GetHint() != "" || e.GetExpiresAt() != 0 ||
+		e.AdditionalAttributes != nil {
 		c.rare = &rareEntryFields{
 			federatesWith:        e.GetFederatesWith(),
 			dnsNames:             e.GetDnsNames(),
 			hint:                 e.GetHint(),
+			expiresAt:            e.GetExpiresAt(),
 			additionalAttributes: e.AdditionalAttributes,
 		}
 	}
@@ -101,17 +100,17 @@ func (c *cachedEntry) entry() *spiretypes.Entry {
 		X509SvidTtl:    c.x509SVIDTTL,
 		Admin:          c.admin,
 		Downstream:     c.downstream,
-		ExpiresAt:      c.expiresAt,
 		RevisionNumber: c.revision,
 		StoreSvid:      c.storeSVID,
 		JwtSvidTtl:     c.jwtSVIDTTL,
 		CreatedAt:      c.createdAt,
 	}
-	if !c.noSPIFFEID {
-		e.SpiffeId = &spiretypes.SPIFFEID{TrustDomain: c.trustDomain, Path: c.path}
+	if c.trustDomain != nil {
+		e.SpiffeId = &spiretypes.SPIFFEID{TrustDomain: *c.trustDomain, Path: c.path}
 	}
 	if r := c.rare; r != nil {
-		e.FederatesWith, e.DnsNames, e.Hint, e.AdditionalAttributes = r.federatesWith, r.dnsNames, r.hint, r.additionalAttributes
+		e.FederatesWith, e.DnsNames, e.Hint, e.ExpiresAt = r.federatesWith, r.dnsNames, r.hint, r.expiresAt
+		e.AdditionalAttributes = r.additionalAttributes
 	}
 	return e
 }

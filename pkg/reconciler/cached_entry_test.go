@@ -18,6 +18,7 @@ package reconciler
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
@@ -98,5 +99,12 @@ func TestCachedEntriesShareRepeatedParts(t *testing.T) {
 	}
 	if ea, eb := ca.entry(), ca.entry(); ea.SpiffeId == eb.SpiffeId {
 		t.Error("two handed-out copies share one SPIFFE ID message")
+	}
+}
+
+// TestCachedEntrySize: the struct the cache keeps per entry stays in the 112-byte size class.
+func TestCachedEntrySize(t *testing.T) {
+	if size := unsafe.Sizeof(cachedEntry{}); size > 112 {
+		t.Errorf("cachedEntry takes %d bytes, want at most 112", size)
 	}
 }

@@ -27,7 +27,7 @@ import (
 type interner struct {
 	ids       map[spiffeIDKey]*spiretypes.SPIFFEID
 	selectors map[selectorKey]*spiretypes.Selector
-	strings   map[string]string
+	strings   map[string]*string
 }
 
 type spiffeIDKey struct{ trustDomain, path string }
@@ -36,7 +36,7 @@ type selectorKey struct{ typ, value string }
 
 func newInterner() *interner {
 	return &interner{ids: map[spiffeIDKey]*spiretypes.SPIFFEID{}, selectors: map[selectorKey]*spiretypes.Selector{},
-		strings: map[string]string{}}
+		strings: map[string]*string{}}
 }
 
 func (in *interner) spiffeID(id *spiretypes.SPIFFEID) *spiretypes.SPIFFEID {
@@ -61,9 +61,15 @@ func (in *interner) selector(s *spiretypes.Selector) *spiretypes.Selector {
 }
 
 func (in *interner) string(s string) string {
+	return *in.stringRef(s)
+}
+
+// stringRef returns a shared pointer to a string equal to s: 8 bytes where the string is 16.
+func (in *interner) stringRef(s string) *string {
 	if shared, ok := in.strings[s]; ok {
 		return shared
 	}
-	in.strings[s] = s
-	return s
+	shared := &s
+	in.strings[s] = shared
+	return shared
 }
