@@ -108,3 +108,35 @@ func TestSPIREChainKeepsAnEmbeddersBatching(t *testing.T) {
 		own.Close()
 	}
 }
+
+// pagedSPIRE is a SPIRE server that lists its entries in pages of one.
+type pagedSPIRE struct {
+	spire.API
+	entries []*types.Entry
+}
+
+func (p *pagedSPIRE) ListEntryPages(_ context.Context, page func([]*types.Entry) error) error {
+	for _, e := range p.entries {
+		if err := page([]*types.Entry{e}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestSPIREChainListsPageByPage: every client of the chain passes a paged listing on, so that
+// a resync never holds SPIRE's whole decoded list, in a dry run too.
+func TestSPIREChainListsPageByPage(t *testing.T) {
+	for _, dryRun := range []bool{false, true} {
+		server := &pagedSPIRE{entries: []*types.Entry{{Id: "a"}, {Id: "b"}, {Id: "c"}}}
+		api, release := spireChain(ControllerContext{SPIRE: server, DryRun: dryRun})
+		pages := 0
+		if err := spire.ListEntryPages(context.Background(), api, func([]*types.Entry) error { pages++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if pages != 3 {
+			t.Errorf("dryRun=%v: the chain handed over %d pages of SPIRE's 3", dryRun, pages)
+		}
+	}
+}

@@ -72,6 +72,13 @@ func (c *instrumented) ListEntries(ctx context.Context) ([]*types.Entry, error) 
 	return observe("ListEntries", func() ([]*types.Entry, error) { return c.inner.ListEntries(ctx) })
 }
 
+// ListEntryPages lists page by page through the inner client, observed as one ListEntries
+// call whose duration includes the caller's handling of the pages.
+func (c *instrumented) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {
+	_, err := observe("ListEntries", func() (struct{}, error) { return struct{}{}, spire.ListEntryPages(ctx, c.inner, page) })
+	return err
+}
+
 func (c *instrumented) CreateEntries(ctx context.Context, entries []*types.Entry) ([]spire.EntryResult, error) {
 	rs, err := observe("BatchCreateEntry", func() ([]spire.EntryResult, error) { return c.inner.CreateEntries(ctx, entries) })
 	countItems("BatchCreateEntry", errsOf(rs, entryErr))

@@ -100,6 +100,12 @@ func (c *entryCache) abortList() {
 // listed entries are indexed outside the lock, so syncs wait only for the merge.
 func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
 	idx, in := indexOf(listed)
+	c.replaceIndexed(idx, in)
+}
+
+// replaceIndexed is replaceListed for entries already indexed, with the interner that
+// compacted them.
+func (c *entryCache) replaceIndexed(idx entryIndex, in *interner) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, written := range c.journal {
@@ -124,6 +130,13 @@ func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
 		idx.put(compactEntry(e, in))
 	}
 	return idx, in
+}
+
+// size is how many entries the cache holds.
+func (c *entryCache) size() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.byID)
 }
 
 // put stores an entry as SPIRE echoed it, replacing any previous version with its ID.

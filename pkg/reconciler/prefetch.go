@@ -18,14 +18,12 @@ package reconciler
 
 import (
 	"context"
-
-	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 )
 
 // prefetchedList is a SPIRE listing started before the Resync that uses it.
 type prefetchedList struct {
 	done    chan struct{}
-	entries []*spiretypes.Entry
+	listing *listing
 	err     error
 }
 
@@ -44,25 +42,25 @@ func (r *Reconciler) Prefetch(ctx context.Context) {
 	r.cache.beginList()
 	go func() {
 		defer close(p.done)
-		p.entries, p.err = r.client.ListEntries(ctx)
+		p.listing, p.err = r.list(ctx, r.cache.size())
 	}()
 	r.prefetched = p
 }
 
 // listForResync returns the prefetched listing if there is one, else lists SPIRE now. The
 // cache journals the writes made from the listing's start.
-func (r *Reconciler) listForResync(ctx context.Context) ([]*spiretypes.Entry, error) {
+func (r *Reconciler) listForResync(ctx context.Context) (*listing, error) {
 	r.prefetchMu.Lock()
 	p := r.prefetched
 	r.prefetched = nil
 	r.prefetchMu.Unlock()
 	if p == nil {
 		r.cache.beginList()
-		return r.client.ListEntries(ctx)
+		return r.list(ctx, r.cache.size())
 	}
 	select {
 	case <-p.done:
-		return p.entries, p.err
+		return p.listing, p.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -76,28 +76,16 @@ func (r *Reconciler) Resync(ctx context.Context, declare func(context.Context) (
 	defer cancelDeclare()
 	declaring := goDeclare(declareCtx, declare)
 
-	all, err := r.listForResync(ctx)
+	l, err := r.listForResync(ctx)
 	if err != nil {
 		r.cache.abortList()
 		cancelDeclare()
 		<-declaring
 		return ResyncResult{}, fmt.Errorf("listing SPIRE entries: %w", err)
 	}
-	owned := make([]*spiretypes.Entry, 0, len(all))
-	var leftovers []*spiretypes.Entry
-	for _, e := range all {
-		switch {
-		case r.ownership.owns(e):
-			owned = append(owned, e)
-		case r.ownership.deleteOnly(e):
-			leftovers = append(leftovers, e)
-		}
-	}
-	r.cache.replaceListed(owned)
+	r.cache.replaceIndexed(l.index, l.interner)
 	listed := time.Since(start)
-	// The cache keeps compact copies, so nothing below refers to the decoded list: the
-	// collector may free it before the plan's allocations pile on top of it.
-	listedCount, ownedCount := len(all), len(owned)
+	leftovers, listedCount, ownedCount := l.leftovers, l.listed, l.owned
 
 	d := <-declaring
 	if d.err != nil {

@@ -37,21 +37,36 @@ type DeleteResult struct {
 // rpc names the call in logs, op in errors.
 func listAll[T any](ctx context.Context, rpc, op string, fetch func(ctx context.Context, token string) ([]T, string, error)) ([]T, error) {
 	var all []T
+	if err := eachPage(ctx, rpc, op, fetch, func(items []T) error {
+		all = append(all, items...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// eachPage follows next-page tokens as listAll does, handing each page to use as it
+// arrives; an error of fetch or of use ends it. The caller must drop what it kept of the
+// pages before an error, for the reason listAll returns no items.
+func eachPage[T any](ctx context.Context, rpc, op string, fetch func(ctx context.Context, token string) ([]T, string, error), use func([]T) error) error {
 	token := ""
 	for page := 1; ; page++ {
 		start := time.Now()
 		items, next, err := fetch(ctx, token)
 		logCall(ctx, rpc, start, err, "page", page, "items", len(items))
 		if err != nil {
-			return nil, fmt.Errorf("%s: page %d: %w", op, page, err)
+			return fmt.Errorf("%s: page %d: %w", op, page, err)
 		}
-		all = append(all, items...)
+		if err := use(items); err != nil {
+			return err
+		}
 		if next == "" {
-			return all, nil
+			return nil
 		}
 		// A server handing back the token it was given would loop forever.
 		if next == token {
-			return nil, fmt.Errorf("%s: page %d: server repeated page token %q", op, page, next)
+			return fmt.Errorf("%s: page %d: server repeated page token %q", op, page, next)
 		}
 		token = next
 	}

@@ -202,6 +202,11 @@ func (c *BatchingClient) ListEntries(ctx context.Context) ([]*types.Entry, error
 	return c.inner.ListEntries(ctx)
 }
 
+// ListEntryPages lists every entry page by page through the inner client.
+func (c *BatchingClient) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {
+	return ListEntryPages(ctx, c.inner, page)
+}
+
 // CreateEntries creates entries as part of a batch shared with concurrent
 // callers and returns one result per entry in input order, as
 // Client.CreateEntries does.

@@ -26,11 +26,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -156,6 +158,48 @@ func TestListEntriesLeavesOutWhatNoReconcilerReads(t *testing.T) {
 	want.ExpiresAt = 0
 	if len(got) != 1 || !proto.Equal(got[0], want) {
 		t.Errorf("listed %v, want %v", got, want)
+	}
+}
+
+// TestListEntryPagesHandsOverEachPage: the paged listing hands over, page by page, exactly
+// what ListEntries returns, and an error of the caller's ends it.
+func TestListEntryPagesHandsOverEachPage(t *testing.T) {
+	srv := spiretest.New(t)
+	srv.SetEntries(entries(7)...)
+	c := newClient(t, srv)
+	c.PageSize = 3
+
+	var pages [][]*types.Entry
+	if err := c.ListEntryPages(context.Background(), func(page []*types.Entry) error {
+		pages = append(pages, page)
+		return nil
+	}); err != nil {
+		t.Fatalf("ListEntryPages: %v", err)
+	}
+	var sizes []int
+	var got []*types.Entry
+	for _, p := range pages {
+		sizes = append(sizes, len(p))
+		got = append(got, p...)
+	}
+	if diff := cmp.Diff([]int{3, 3, 1, 0}, sizes); diff != "" {
+		t.Errorf("page sizes (-want +got):\n%s", diff)
+	}
+	want, err := c.ListEntries(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("paged listing (-ListEntries +pages):\n%s", diff)
+	}
+
+	srv.ResetCalls()
+	stop := errors.New("stop")
+	calls := 0
+	err = c.ListEntryPages(context.Background(), func([]*types.Entry) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 || srv.Calls(spiretest.MethodListEntries) != 1 {
+		t.Errorf("a failing page handler: err %v after %d pages and %d RPCs, want stop after 1 and 1", err, calls,
+			srv.Calls(spiretest.MethodListEntries))
 	}
 }
 

@@ -47,6 +47,11 @@ type dryRun struct {
 	plan *planWriter
 }
 
+// ListEntryPages lists page by page through the inner client: a dry run reads as a run does.
+func (d *dryRun) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {
+	return ListEntryPages(ctx, d.API, page)
+}
+
 func (d *dryRun) record(writes []PlannedWrite) error {
 	if d.plan == nil {
 		return nil

@@ -66,14 +66,22 @@ func listedEntryFields() *types.EntryMask {
 // not their expiry nor their additional attributes. On any error, including
 // one on a later page, it returns the error and no entries.
 func (c *Client) ListEntries(ctx context.Context) ([]*types.Entry, error) {
-	return listAll(ctx, "ListEntries", "list entries", func(ctx context.Context, token string) ([]*types.Entry, string, error) {
-		resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
-			PageSize:   c.pageSize(),
-			PageToken:  token,
-			OutputMask: listedEntryFields(),
-		})
-		return resp.GetEntries(), resp.GetNextPageToken(), err
+	return listAll(ctx, "ListEntries", "list entries", c.listEntriesPage)
+}
+
+// ListEntryPages lists every entry as ListEntries does, handing each page to page as it
+// arrives (see EntryPageLister).
+func (c *Client) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {
+	return eachPage(ctx, "ListEntries", "list entries", c.listEntriesPage, page)
+}
+
+func (c *Client) listEntriesPage(ctx context.Context, token string) ([]*types.Entry, string, error) {
+	resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
+		PageSize:   c.pageSize(),
+		PageToken:  token,
+		OutputMask: listedEntryFields(),
 	})
+	return resp.GetEntries(), resp.GetNextPageToken(), err
 }
 
 // CreateEntries creates entries in batches of at most BatchSize and returns
