@@ -32,6 +32,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -81,7 +82,7 @@ func TestWarmInformersAreTheControllers(t *testing.T) {
 				}
 			}
 			_, leader := caches(newControllers)
-			standbyContext, standby := caches(warmInformers)
+			standbyContext, standby := caches(func(cc ControllerContext) { warmInformers(ctx, cc) })
 			if diff := cmp.Diff(leader, standby); diff != "" {
 				t.Errorf("standby caches differ from the controllers' (-controllers +standby):\n%s", diff)
 			}
@@ -166,5 +167,36 @@ func TestStandbyOnlyReads(t *testing.T) {
 	}
 	if len(writes) > 0 {
 		t.Errorf("the standby wrote: %v", writes)
+	}
+}
+
+// TestStandbyCachesPodsAsTheLeaderWill: a standby projects pods for the ClusterSPIFFEIDs of
+// its class as the leader's controllers do, so that a leader that took over from a standby
+// holds compact pods too, not the wide projections of the informers' first start.
+func TestStandbyCachesPodsAsTheLeaderWill(t *testing.T) {
+	cfg, err := config.Parse([]byte("trustDomain: example.org\nclusterName: c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kubeClient := k8sfake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "a"}})
+	spireClient := spirefake.NewSimpleClientset(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
+		}})
+	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient, CompactPods())
+	// Shutdown waits for the informers, which stop once ctx is cancelled.
+	defer cc.SpireInformers.Shutdown()
+	defer cc.KubeInformers.Shutdown()
+	defer cancel()
+	warmInformers(ctx, cc)
+	cc.KubeInformers.Start(ctx.Done())
+	cc.KubeInformers.WaitForCacheSync(ctx.Done())
+	for _, obj := range cc.KubeInformers.Core().V1().Pods().Informer().GetStore().List() {
+		if _, ok := obj.(*podcache.Pod); !ok {
+			t.Errorf("the standby caches a %T for a template a podcache.Pod covers", obj)
+		}
 	}
 }
