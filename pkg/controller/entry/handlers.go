@@ -152,12 +152,9 @@ func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	pods, err := c.podsByIndex(cache.NamespaceIndex, ns.Name)
-	if err != nil {
+	if err := c.eachPodByIndex(cache.NamespaceIndex, ns.Name, c.enqueuePodView); err != nil {
 		logger.Error(err, "Listing pods of namespace", "namespace", klog.KObj(ns))
-		return
 	}
-	c.enqueuePodViews(pods)
 }
 
 // onNamespaceUpdate resyncs a namespace's pods when its labels change; templates see nothing
@@ -176,12 +173,9 @@ func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	pods, err := c.podsByIndex(nodeNameIndex, node.Name)
-	if err != nil {
+	if err := c.eachPodByIndex(nodeNameIndex, node.Name, c.enqueuePodView); err != nil {
 		logger.Error(err, "Listing pods of node", "node", klog.KObj(node))
-		return
 	}
-	c.enqueuePodViews(pods)
 }
 
 // onNodeUpdate resyncs a node's pods when what templates see of it changes. Nodes update
@@ -198,10 +192,8 @@ func (c *Controller) onNodeUpdate(logger klog.Logger) func(oldObj, newObj any) {
 	}
 }
 
-func (c *Controller) enqueuePodViews(pods []podcache.View) {
-	for _, pod := range pods {
-		c.podQueue.Add(pod.UID)
-	}
+func (c *Controller) enqueuePodView(pod podcache.View) {
+	c.podQueue.Add(pod.UID)
 }
 
 func (c *Controller) enqueueClusterSPIFFEID(obj any) {

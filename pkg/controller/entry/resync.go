@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 )
 
@@ -83,7 +84,11 @@ func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map
 	}
 	// Rendering keeps nothing of the pod but strings, so one expansion serves every pod.
 	var scratch corev1.Pod
-	for _, cached := range c.allPods() {
+	for _, obj := range c.podIndexer.List() {
+		cached, ok := podcache.ViewOf(obj)
+		if !ok {
+			continue
+		}
 		pod := cached.PodInto(&scratch)
 		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
 			return declared, nil, err

@@ -29,6 +29,7 @@ import (
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -144,15 +145,13 @@ func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spi
 			stats.NamespacesIgnored++
 			continue
 		}
-		pods, err := c.podsIn(ns.Name, compiled.PodSelector)
-		if err != nil {
-			return 0, err
-		}
-		stats.PodsSelected += len(pods)
-		for _, pod := range pods {
+		if err := c.eachPodIn(ns.Name, compiled.PodSelector, func(pod podcache.View) {
+			stats.PodsSelected++
 			if pod.NodeName == "" && render.PhaseDeclaresEntries(pod.Phase) {
 				unscheduled++
 			}
+		}); err != nil {
+			return 0, err
 		}
 	}
 	return unscheduled, nil

@@ -33,6 +33,7 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
@@ -227,12 +228,10 @@ func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]ty
 		if c.opts.IgnoreNamespace(ns.Name) {
 			continue
 		}
-		pods, err := c.podsIn(ns.Name, clusterSPIFFEID.PodSelector)
-		if err != nil {
-			return nil, err
-		}
-		for _, pod := range pods {
+		if err := c.eachPodIn(ns.Name, clusterSPIFFEID.PodSelector, func(pod podcache.View) {
 			uids = append(uids, pod.UID)
+		}); err != nil {
+			return nil, err
 		}
 	}
 	return uids, nil
