@@ -56,7 +56,6 @@ type rareEntryFields struct {
 // e is not kept.
 func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 	c := &cachedEntry{
-		id:          e.GetId(),
 		revision:    e.GetRevisionNumber(),
 		createdAt:   e.GetCreatedAt(),
 		x509SVIDTTL: e.GetX509SvidTtl(),
@@ -65,8 +64,12 @@ func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 		downstream:  e.GetDownstream(),
 		storeSVID:   e.GetStoreSvid(),
 	}
+	// The ID and the path share one allocation: apart, a UUID and a path of 30 to 40 bytes
+	// take two 48-byte size classes, together one of 80.
+	joined := e.GetId() + e.GetSpiffeId().GetPath()
+	c.id, c.path = joined[:len(e.GetId())], joined[len(e.GetId()):]
 	if id := e.GetSpiffeId(); id != nil {
-		c.trustDomain, c.path = in.stringRef(id.GetTrustDomain()), id.GetPath()
+		c.trustDomain = in.stringRef(id.GetTrustDomain())
 	}
 	if p := e.GetParentId(); p != nil {
 		c.parent = in.spiffeID(p)
