@@ -309,6 +309,17 @@ func (r *run) stop(ctx context.Context) {
 		if err != nil {
 			r.c.logf("deleting pods of %s: %v", r.name, err)
 		}
+		// At 30k pods the apiserver is still deleting when its DeleteCollection call times
+		// out: the next cell must not run beside that.
+		start := time.Now()
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := r.c.kubeClient.CoreV1().Pods(r.name).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil && len(pods.Items) == 0, nil
+		}); err != nil {
+			r.c.logf("pods of %s still not deleted after %v: %v", r.name, time.Since(start).Round(time.Second), err)
+			return
+		}
+		r.c.logf("pods of %s deleted %v after the delete call", r.name, time.Since(start).Round(time.Second))
 	})
 }
 
