@@ -120,15 +120,17 @@ func TestPodsWithTheSameLabelsShareThem(t *testing.T) {
 
 func TestUnusedLabelSetsAreForgotten(t *testing.T) {
 	before := labelSets.len()
-	pods := make([]*Pod, 100)
-	for i := range pods {
-		pods[i] = Compact(richPod("p", map[string]string{"forgotten": string(rune('a' + i%26)), "n": string(rune('a' + i/26))}), "s")
-	}
-	if got := labelSets.len() - before; got != 100 {
-		t.Fatalf("%d label sets interned for 100 pods with distinct labels", got)
-	}
-	runtime.KeepAlive(pods)
-	pods = nil
+	// The pods live only inside this function.
+	func() {
+		pods := make([]*Pod, 100)
+		for i := range pods {
+			pods[i] = Compact(richPod("p", map[string]string{"forgotten": string(rune('a' + i%26)), "n": string(rune('a' + i/26))}), "s")
+		}
+		if got := labelSets.len() - before; got != 100 {
+			t.Fatalf("%d label sets interned for 100 pods with distinct labels", got)
+		}
+		runtime.KeepAlive(pods)
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for labelSets.len() > before {
 		if time.Now().After(deadline) {
