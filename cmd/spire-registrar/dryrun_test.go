@@ -177,6 +177,12 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
+		// kube-apiserver's own IP repair loop may report on the kubernetes Service, about
+		// which spire-registrar records nothing.
+		if e.InvolvedObject.Kind == "Service" && e.InvolvedObject.Namespace == metav1.NamespaceDefault &&
+			e.InvolvedObject.Name == "kubernetes" {
+			continue
+		}
 		t.Errorf("Event in a dry run: %s %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
 }
