@@ -56,8 +56,8 @@ type Pod struct {
 
 	// nodeName and serviceAccountName are the spec fields of the same names.
 	nodeName, serviceAccountName unique.Handle[string]
-	// shared keeps alive the shared copies this pod's strings and labels point to, so that
-	// the next pod with the same ones shares them too.
+	// namespace, phase, scheduledStatus and labels keep alive the shared copies this pod's
+	// strings and labels point to, so that the next pod with the same ones shares them too.
 	namespace, phase, scheduledStatus unique.Handle[string]
 	labels                            *labelSet
 }
@@ -74,6 +74,7 @@ func Covers(reach render.Reach) bool {
 // Compact returns what the cache keeps of pod, made by the projection stamped projection.
 // pod is not kept, but for the strings the Pod shares with it.
 func Compact(pod *corev1.Pod, projection string) *Pod {
+	scheduled := scheduledCondition(pod)
 	p := &Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              pod.Name,
@@ -82,13 +83,13 @@ func Compact(pod *corev1.Pod, projection string) *Pod {
 			CreationTimestamp: pod.CreationTimestamp,
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
-		ScheduledAt:        scheduledCondition(pod).LastTransitionTime,
+		ScheduledAt:        scheduled.LastTransitionTime,
 		Projection:         projection,
 		namespace:          unique.Make(pod.Namespace),
 		nodeName:           unique.Make(pod.Spec.NodeName),
 		serviceAccountName: unique.Make(pod.Spec.ServiceAccountName),
 		phase:              unique.Make(string(pod.Status.Phase)),
-		scheduledStatus:    unique.Make(string(scheduledCondition(pod).Status)),
+		scheduledStatus:    unique.Make(string(scheduled.Status)),
 	}
 	p.Namespace = p.namespace.Value()
 	p.Phase = corev1.PodPhase(p.phase.Value())
