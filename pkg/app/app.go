@@ -143,8 +143,8 @@ type factoryOptions struct {
 	compactPods bool
 }
 
-// CompactPods makes the pod informer cache pods as podcache.Pods, a third of a projected
-// *corev1.Pod, whenever the templates read no more of pods than those keep. Only the entry
+// CompactPods makes the pod informer cache pods as podcache.Pods, a quarter of a projected
+// *corev1.Pod with its strings, whenever the templates read no more of pods than those keep. Only the entry
 // controller reads them: the pod lister of the factory fails on them, so a binary that runs
 // controllers of its own on the same factory must not ask for it. The standalone binary does.
 func CompactPods() FactoryOption {

@@ -18,8 +18,8 @@ limitations under the License.
 // read no more of a pod than its identity, labels, node and service account, which is what
 // nearly every template reads. A *corev1.Pod takes about 1,250 bytes before any of its
 // strings, most of them fields nobody reads; a Pod keeps what the entry controller and such
-// templates read in about a third of that, and shares what pods repeat (namespaces, nodes,
-// service accounts, label sets). At 30k pods the pod cache is most of the controller's memory.
+// templates read in 160, and shares what pods repeat (namespaces, nodes, service accounts,
+// label sets). At 30k pods the pod cache is most of the controller's memory.
 //
 // The cache may hold whole pods too (an embedder's informer factory, or templates that read
 // more): View and PodOf read either kind.
@@ -32,34 +32,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // Pod is a pod as the cache keeps it compactly. It expands to the *corev1.Pod that holds the
-// same fields (Expand), which is what templates render from.
+// same fields (Expand), which is what templates render from. Its fields are unexported and
+// it keeps no metav1.ObjectMeta: one is 248 bytes, most of them fields nobody reads, and the
+// cache holds a Pod for every pod of the cluster. Like every field, the shared label map a
+// Pod returns must not be modified.
 type Pod struct {
-	// ObjectMeta holds the name, namespace, UID, resource version, creation and deletion
-	// times and labels; nothing else. The labels map is shared with other pods that have the
-	// same labels, and, like every field, must not be modified.
-	metav1.ObjectMeta
-	// Phase is the pod's status.phase; a finished pod declares no entries.
-	Phase corev1.PodPhase
-	// ScheduledStatus and ScheduledAt are the status and last transition time of the pod's
-	// PodScheduled condition, which the pod → entry latency starts from. ScheduledStatus is
-	// empty when the pod has no such condition.
-	ScheduledStatus corev1.ConditionStatus
-	ScheduledAt     metav1.Time
-	// Projection is the status message of the pod it expands to: the stamp of the projection
-	// that made it (see the app package's podProjection).
-	Projection string
-
-	// nodeName and serviceAccountName are the spec fields of the same names.
-	nodeName, serviceAccountName unique.Handle[string]
-	// namespace, phase, scheduledStatus and labels keep alive the shared copies this pod's
-	// strings and labels point to, so that the next pod with the same ones shares them too.
-	namespace, phase, scheduledStatus unique.Handle[string]
-	labels                            *labelSet
+	name            string
+	uid             types.UID
+	resourceVersion string
+	creation        metav1.Time
+	deletion        *metav1.Time
+	// scheduledAt is the last transition time of the pod's PodScheduled condition, which the
+	// pod → entry latency starts from; scheduledStatus its status, empty when the pod has no
+	// such condition.
+	scheduledAt metav1.Time
+	labels      *labelSet
+	// The strings pods repeat are shared: a handle keeps the shared copy alive, so that the
+	// next pod with the same one shares it too. projection is the status message of the pod
+	// it expands to: the stamp of the projection that made it (see the app package's
+	// podProjection).
+	namespace, nodeName, serviceAccountName, phase, scheduledStatus, projection unique.Handle[string]
 }
 
 // kept is what a Pod keeps of a pod's metadata and spec: templates whose reach is within it
@@ -76,27 +74,21 @@ func Covers(reach render.Reach) bool {
 func Compact(pod *corev1.Pod, projection string) *Pod {
 	scheduled := scheduledCondition(pod)
 	p := &Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			CreationTimestamp: pod.CreationTimestamp,
-			DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		ScheduledAt:        scheduled.LastTransitionTime,
-		Projection:         projection,
+		name:               pod.Name,
+		uid:                pod.UID,
+		resourceVersion:    pod.ResourceVersion,
+		creation:           pod.CreationTimestamp,
+		deletion:           pod.DeletionTimestamp,
+		scheduledAt:        scheduled.LastTransitionTime,
 		namespace:          unique.Make(pod.Namespace),
 		nodeName:           unique.Make(pod.Spec.NodeName),
 		serviceAccountName: unique.Make(pod.Spec.ServiceAccountName),
 		phase:              unique.Make(string(pod.Status.Phase)),
 		scheduledStatus:    unique.Make(string(scheduled.Status)),
+		projection:         unique.Make(projection),
 	}
-	p.Namespace = p.namespace.Value()
-	p.Phase = corev1.PodPhase(p.phase.Value())
-	p.ScheduledStatus = corev1.ConditionStatus(p.scheduledStatus.Value())
 	if len(pod.Labels) > 0 {
 		p.labels = labelSets.intern(pod.Labels)
-		p.Labels = p.labels.m
 	}
 	return p
 }
@@ -111,11 +103,55 @@ func scheduledCondition(pod *corev1.Pod) corev1.PodCondition {
 	return corev1.PodCondition{}
 }
 
+// Name is the pod's name.
+func (p *Pod) Name() string { return p.name }
+
+// Namespace is the pod's namespace.
+func (p *Pod) Namespace() string { return p.namespace.Value() }
+
+// UID is the pod's UID.
+func (p *Pod) UID() types.UID { return p.uid }
+
+// ResourceVersion is the pod's resource version.
+func (p *Pod) ResourceVersion() string { return p.resourceVersion }
+
+// Labels are the pod's labels, shared with the other pods that have the same ones.
+func (p *Pod) Labels() map[string]string {
+	if p.labels == nil {
+		return nil
+	}
+	return p.labels.m
+}
+
 // NodeName is the pod's spec.nodeName.
 func (p *Pod) NodeName() string { return p.nodeName.Value() }
 
 // ServiceAccountName is the pod's spec.serviceAccountName.
 func (p *Pod) ServiceAccountName() string { return p.serviceAccountName.Value() }
+
+// Phase is the pod's status.phase; a finished pod declares no entries.
+func (p *Pod) Phase() corev1.PodPhase { return corev1.PodPhase(p.phase.Value()) }
+
+// objectMeta is the metadata the Pod keeps, in a new ObjectMeta that shares the labels.
+func (p *Pod) objectMeta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              p.name,
+		Namespace:         p.Namespace(),
+		UID:               p.uid,
+		ResourceVersion:   p.resourceVersion,
+		CreationTimestamp: p.creation,
+		DeletionTimestamp: p.deletion,
+		Labels:            p.Labels(),
+	}
+}
+
+// GetObjectMeta makes a Pod a metav1.ObjectMetaAccessor, which is how client-go's store and
+// indexers key and index it. It returns a new copy of the metadata on every call: setting its
+// fields changes nothing in the Pod, which is never modified.
+func (p *Pod) GetObjectMeta() metav1.Object {
+	m := p.objectMeta()
+	return &m
+}
 
 // Expand returns the pod as a *corev1.Pod with the fields the Pod keeps. Its metadata, labels
 // included, is shared with the Pod and must not be modified.
@@ -129,13 +165,13 @@ func (p *Pod) Expand() *corev1.Pod {
 // can reuse one.
 func (p *Pod) ExpandInto(out *corev1.Pod) {
 	*out = corev1.Pod{
-		ObjectMeta: p.ObjectMeta,
+		ObjectMeta: p.objectMeta(),
 		Spec:       corev1.PodSpec{NodeName: p.NodeName(), ServiceAccountName: p.ServiceAccountName()},
-		Status:     corev1.PodStatus{Phase: p.Phase, Message: p.Projection},
+		Status:     corev1.PodStatus{Phase: p.Phase(), Message: p.projection.Value()},
 	}
-	if p.ScheduledStatus != "" {
+	if status := p.scheduledStatus.Value(); status != "" {
 		out.Status.Conditions = []corev1.PodCondition{{
-			Type: corev1.PodScheduled, Status: p.ScheduledStatus, LastTransitionTime: p.ScheduledAt,
+			Type: corev1.PodScheduled, Status: corev1.ConditionStatus(status), LastTransitionTime: p.scheduledAt,
 		}}
 	}
 }
@@ -143,11 +179,10 @@ func (p *Pod) ExpandInto(out *corev1.Pod) {
 // GetObjectKind is part of runtime.Object: a cached pod carries no type metadata.
 func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject is part of runtime.Object. The copy shares the labels, which are never
-// modified.
+// DeepCopyObject is part of runtime.Object. The copy shares the labels and strings, which
+// are never modified.
 func (p *Pod) DeepCopyObject() runtime.Object {
 	out := *p
-	out.ObjectMeta = *p.ObjectMeta.DeepCopy()
-	out.Labels = p.Labels
+	out.deletion = p.deletion.DeepCopy()
 	return &out
 }

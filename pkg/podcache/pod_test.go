@@ -21,9 +21,11 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -107,14 +109,14 @@ func TestPodsWithTheSameLabelsShareThem(t *testing.T) {
 	a := Compact(richPod("a", map[string]string{"app": "web", "pod-template-hash": "1"}), "s")
 	b := Compact(richPod("b", map[string]string{"pod-template-hash": "1", "app": "web"}), "s")
 	c := Compact(richPod("c", map[string]string{"app": "web", "pod-template-hash": "2"}), "s")
-	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+	if reflect.ValueOf(a.Labels()).UnsafePointer() != reflect.ValueOf(b.Labels()).UnsafePointer() {
 		t.Error("two pods with equal labels do not share them")
 	}
-	if reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(c.Labels).UnsafePointer() {
+	if reflect.ValueOf(a.Labels()).UnsafePointer() == reflect.ValueOf(c.Labels()).UnsafePointer() {
 		t.Error("pods with different labels share them")
 	}
-	if a.NodeName() != "node-1" || a.ServiceAccountName() != "web" || a.Namespace != "shop" {
-		t.Errorf("node %q, service account %q, namespace %q", a.NodeName(), a.ServiceAccountName(), a.Namespace)
+	if a.NodeName() != "node-1" || a.ServiceAccountName() != "web" || a.Namespace() != "shop" {
+		t.Errorf("node %q, service account %q, namespace %q", a.NodeName(), a.ServiceAccountName(), a.Namespace())
 	}
 }
 
@@ -141,6 +143,41 @@ func TestUnusedLabelSetsAreForgotten(t *testing.T) {
 	}
 }
 
+// TestClientGoKeysAndIndexesCompactPods: client-go's store keys a Pod, and its namespace
+// index and the informer read its resource version, through the metadata it hands out.
+func TestClientGoKeysAndIndexesCompactPods(t *testing.T) {
+	pod := Compact(richPod("web-1", map[string]string{"app": "web"}), "s")
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := store.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := store.GetByKey("shop/web-1"); err != nil || !ok || got != pod {
+		t.Errorf("GetByKey(shop/web-1) = %v, %v, %v; want the pod", got, ok, err)
+	}
+	if got, err := store.ByIndex(cache.NamespaceIndex, "shop"); err != nil || len(got) != 1 {
+		t.Errorf("ByIndex(namespace, shop) = %v, %v; want the pod", got, err)
+	}
+	m, err := meta.Accessor(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GetResourceVersion() != "42" || m.GetUID() != "uid-web-1" || m.GetDeletionTimestamp() == nil {
+		t.Errorf("metadata %+v", m)
+	}
+	// Setting a field of the copy leaves the cached pod as it was.
+	m.SetName("other")
+	if pod.Name() != "web-1" {
+		t.Errorf("setting the name of its metadata renamed the pod to %q", pod.Name())
+	}
+}
+
+// TestPodSize keeps a Pod within the 160-byte size class: the cache holds one per pod.
+func TestPodSize(t *testing.T) {
+	if size := unsafe.Sizeof(Pod{}); size > 160 {
+		t.Errorf("Pod takes %d bytes, want at most 160", size)
+	}
+}
+
 func TestViewOf(t *testing.T) {
 	whole := richPod("web-1", map[string]string{"app": "web"})
 	compact := Compact(whole, "s")
@@ -153,8 +190,8 @@ func TestViewOf(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no view", name)
 		}
-		if v.UID != whole.UID || v.Name != whole.Name || v.NodeName != "node-1" || v.Phase != corev1.PodRunning ||
-			v.Labels["app"] != "web" {
+		if v.UID != whole.UID || v.Namespace != "shop" || v.Name != whole.Name || v.ResourceVersion != "42" ||
+			v.NodeName != "node-1" || v.Phase != corev1.PodRunning || v.Labels["app"] != "web" {
 			t.Errorf("%s: view %+v", name, v)
 		}
 		if got := v.Pod(); got.Spec.ServiceAccountName != "web" || got.UID != whole.UID {

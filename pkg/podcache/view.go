@@ -21,17 +21,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
 // View is what the entry controller reads of a cached pod, whole or compact, without
-// expanding it: its metadata, node and phase. The metadata is the cache's and must not be
-// modified.
+// expanding it: its identity, labels, node and phase. The labels are the cache's and must not
+// be modified.
 type View struct {
-	*metav1.ObjectMeta
-	NodeName string
-	Phase    corev1.PodPhase
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+	Labels          map[string]string
+	NodeName        string
+	Phase           corev1.PodPhase
 
 	whole   *corev1.Pod
 	compact *Pod
@@ -45,9 +48,11 @@ func ViewOf(obj any) (View, bool) {
 	}
 	switch p := obj.(type) {
 	case *corev1.Pod:
-		return View{ObjectMeta: &p.ObjectMeta, NodeName: p.Spec.NodeName, Phase: p.Status.Phase, whole: p}, true
+		return View{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, NodeName: p.Spec.NodeName, Phase: p.Status.Phase, whole: p}, true
 	case *Pod:
-		return View{ObjectMeta: &p.ObjectMeta, NodeName: p.NodeName(), Phase: p.Phase, compact: p}, true
+		return View{Namespace: p.Namespace(), Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion,
+			Labels: p.Labels(), NodeName: p.NodeName(), Phase: p.Phase(), compact: p}, true
 	}
 	return View{}, false
 }
@@ -90,7 +95,7 @@ func SameForEntries(oldObj, newObj any) bool {
 // sameForEntries compares what a Pod keeps that entries depend on. Label sets are shared, so
 // equal labels are the same set.
 func (p *Pod) sameForEntries(o *Pod) bool {
-	return p.UID == o.UID && p.labels == o.labels && p.Phase == o.Phase && p.nodeName == o.nodeName &&
+	return p.uid == o.uid && p.labels == o.labels && p.phase == o.phase && p.nodeName == o.nodeName &&
 		p.serviceAccountName == o.serviceAccountName
 }
 
