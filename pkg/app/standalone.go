@@ -87,6 +87,7 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 	logUnused(logger, cfg)
+	applyContainerMemoryLimit(logger)
 	// The binary, not the library, sets client-go's process-wide workqueue metrics provider,
 	// before any controller creates its queues.
 	metrics.SetWorkqueueProvider()
