@@ -22,7 +22,7 @@ limitations under the License.
 // label sets). At 30k pods the pod cache is most of the controller's memory.
 //
 // The cache may hold whole pods too (an embedder's informer factory, or templates that read
-// more): View and PodOf read either kind.
+// more): View and ViewOf read either kind.
 package podcache
 
 import (
@@ -153,8 +153,8 @@ func (p *Pod) GetObjectMeta() metav1.Object {
 	return &m
 }
 
-// Expand returns the pod as a *corev1.Pod with the fields the Pod keeps. Its metadata, labels
-// included, is shared with the Pod and must not be modified.
+// Expand returns the pod as a *corev1.Pod with the fields the Pod keeps. Its labels are shared
+// with the Pod and must not be modified.
 func (p *Pod) Expand() *corev1.Pod {
 	out := &corev1.Pod{}
 	p.ExpandInto(out)
