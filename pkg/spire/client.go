@@ -36,6 +36,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
@@ -57,6 +58,30 @@ const (
 	// default so a full page of large entries (many DNS names or selectors)
 	// cannot fail a whole listing.
 	maxRecvMsgSize = 32 << 20
+
+	// DefaultCallTimeout bounds every unary call the client makes, unless the caller's
+	// context ends sooner. The slowest call SPIRE serves is a batch of 500 writes, which
+	// takes seconds at most on PostgreSQL; a list page of 1000 entries is sub-second. 30 s is
+	// generous for both, yet keeps a call on a connection that silently lost its path, and
+	// any lock its caller holds, from waiting for ever.
+	DefaultCallTimeout = 30 * time.Second
+
+	// keepaliveTime is how long the client goes without reading anything, while calls are
+	// in flight, before it pings the server (and it pings as the first call after such a
+	// quiet spell starts); keepaliveTimeout is how long it then waits for any frame before
+	// it closes the connection, and the TCP_USER_TIMEOUT gRPC sets. So a dead path is found
+	// within 25 s, sooner than DefaultCallTimeout, and the next call dials a new connection
+	// instead of timing out on the dead one.
+	//
+	// SPIRE's servers (1.15.3, admin socket and TCP) keep gRPC's default keepalive
+	// enforcement: a ping less than 5 minutes after the previous one with no data sent by
+	// the server in between is a strike, so is a ping with no call in flight, and the third
+	// strike closes the connection with GOAWAY "too_many_pings". The client therefore never
+	// pings without a call in flight (PermitWithoutStream false), and every answer clears
+	// the strikes: only a server that answers nothing for four pings in a row (60 s with
+	// calls waiting) hangs up, and a new connection is then the right thing to try.
+	keepaliveTime    = 15 * time.Second
+	keepaliveTimeout = 10 * time.Second
 )
 
 // Client talks to one SPIRE server's admin API. Its methods are safe for
@@ -77,7 +102,8 @@ type Client struct {
 	// release, if set, frees what the connection's credentials hold (e.g. the X509Source of
 	// DialTCP); Close calls it after closing conn.
 	release func() error
-	cc      grpc.ClientConnInterface
+	// cc is the caller's connection with each call bounded by its deadline.
+	cc      *boundedConn
 	entries entryv1.EntryClient
 	tds     trustdomainv1.TrustDomainClient
 
@@ -132,6 +158,11 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                keepaliveTime,
+			Timeout:             keepaliveTimeout,
+			PermitWithoutStream: false,
+		}),
 	}
 	conn, err := grpc.NewClient(target, append(dialOpts, opts...)...)
 	if err != nil {
@@ -143,12 +174,14 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 }
 
 // New returns a client over an existing connection, which the caller keeps
-// owning: Close does not close it.
+// owning: Close does not close it. Each unary call the client makes on it gets a
+// deadline of DefaultCallTimeout unless the caller's context ends sooner.
 func New(cc grpc.ClientConnInterface) *Client {
+	bounded := &boundedConn{cc: cc, timeout: DefaultCallTimeout}
 	return &Client{
-		cc:            cc,
-		entries:       entryv1.NewEntryClient(cc),
-		tds:           trustdomainv1.NewTrustDomainClient(cc),
+		cc:            bounded,
+		entries:       entryv1.NewEntryClient(bounded),
+		tds:           trustdomainv1.NewTrustDomainClient(bounded),
 		readyDelay:    200 * time.Millisecond,
 		readyMaxDelay: 5 * time.Second,
 		probeTimeout:  10 * time.Second,
