@@ -28,17 +28,22 @@ import (
 // state, and no Kubernetes API is used. The controllers are built by the same descriptors,
 // on the same SPIRE client chain, as in a cluster, with informers fed by the files; with no
 // API to write to, status is not kept and Events are logged. cc needs Config and SPIRE (and
-// DryRun, DryRunOutput as wanted); its Kubernetes fields are not used. A problem with the
-// manifests found before anything started is returned; later ones are logged and keep the
-// file's last good content.
+// DryRun, DryRunOutput as wanted); its Kubernetes fields are not used. cc.StaticSource, when
+// set and not started, is used instead of a source over cc.Config.StaticManifestPath. A
+// problem with the manifests found before anything started is returned; later ones are logged
+// and keep the file's last good content.
 func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
 	cfg := cc.Config
-	if cfg.StaticManifestPath == "" {
-		return errors.New("static mode needs staticManifestPath")
-	}
-	source, err := static.NewSource(cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests, static.DefaultPollInterval)
-	if err != nil {
-		return err
+	source := cc.StaticSource
+	if source == nil {
+		if cfg.StaticManifestPath == "" {
+			return errors.New("static mode needs staticManifestPath")
+		}
+		var err error
+		source, err = static.NewSource(ctx, cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests, static.DefaultPollInterval)
+		if err != nil {
+			return err
+		}
 	}
 	cc = ControllerContext{Config: cfg, SPIRE: cc.SPIRE, DryRun: cc.DryRun, DryRunOutput: cc.DryRunOutput, StaticSource: source}
 	controllers, release, err := newControllers(ctx, cc)

@@ -18,7 +18,6 @@ package static
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -37,25 +36,36 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // DefaultPollInterval is how often the directory is read for changes. Reading a few small
 // files is cheap, and polling sees every way a file can change, including the symlink swap a
-// mounted ConfigMap is updated with.
+// mounted ConfigMap is updated with. It is also the time a file's content must stay unchanged
+// before it is applied (see settle.go).
 const DefaultPollInterval = time.Second
+
+// maxStartReads bounds how many times NewSource reads the directory waiting for every file to
+// settle before it gives up.
+const maxStartReads = 30
 
 // Source serves the resources of a manifest directory to informers and keeps them current
 // with the files.
 //
-// A file that stops decoding keeps what it declared before, and the problem is logged: a typo
-// must not delete entries. A file that is removed, or that no longer declares a resource,
+// A file's content is applied only once it has stayed unchanged for a poll interval, so that
+// a file caught in the middle of a write is never applied (see settle.go). A file that stops
+// decoding keeps what it declared before, and the problem is logged: a typo must not delete
+// entries. A file that is removed, or whose settled content no longer declares a resource,
 // deletes it.
 type Source struct {
 	dir       string
 	expandEnv bool
 	interval  time.Duration
+	clock     clock.PassiveClock
+	// pollHook, when set, is called after each poll; see SetPollHook.
+	pollHook func(contents map[string][]byte)
 
 	mu sync.Mutex
 	// version counts changes; it is the resourceVersion of lists and objects.
@@ -67,15 +77,6 @@ type Source struct {
 
 	informers []cache.SharedIndexInformer
 	wg        sync.WaitGroup
-}
-
-// fileState is what a file held when last read.
-type fileState struct {
-	hash [sha256.Size]byte
-	// objects are what the file declared when it last decoded.
-	objects []object
-	// err is why its current content does not decode, if it does not.
-	err error
 }
 
 // kindState holds the resources of one kind as informers see them.
@@ -91,14 +92,15 @@ type served struct {
 	obj      object
 }
 
-// NewSource reads the directory once. Any problem stops start-up: a file that does not
-// decode, a resource declared twice, a directory that cannot be read.
-func NewSource(dir string, expandEnv bool, interval time.Duration) (*Source, error) {
+// NewSource reads the directory until every file's content has settled: read twice, one
+// poll interval apart, the same. Any problem stops start-up: a file that does not decode, a
+// resource declared twice, a directory that cannot be read, files that keep changing.
+func NewSource(ctx context.Context, dir string, expandEnv bool, interval time.Duration) (*Source, error) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
 	s := &Source{
-		dir: dir, expandEnv: expandEnv, interval: interval,
+		dir: dir, expandEnv: expandEnv, interval: interval, clock: clock.RealClock{},
 		files:    map[string]*fileState{},
 		problems: map[string]bool{},
 		kinds:    map[string]*kindState{},
@@ -106,15 +108,51 @@ func NewSource(dir string, expandEnv bool, interval time.Duration) (*Source, err
 	for _, kind := range []string{kindStaticEntry, kindTrustDomain} {
 		s.kinds[kind] = &kindState{objects: map[string]*served{}, broadcaster: watch.NewBroadcaster(100, watch.WaitIfChannelFull)}
 	}
-	desired, problems, err := s.read()
-	if err != nil {
-		return nil, err
+	logger := klog.FromContext(ctx)
+	for reads := 1; ; reads++ {
+		desired, problems, _, err := s.read(logger)
+		if err != nil {
+			return nil, err
+		}
+		unsettled := s.unsettled()
+		if len(unsettled) == 0 {
+			if len(problems) > 0 {
+				return nil, fmt.Errorf("static manifests in %s: %w", dir, errors.Join(problems...))
+			}
+			s.apply(desired)
+			return s, nil
+		}
+		if reads == maxStartReads {
+			return nil, fmt.Errorf("static manifests in %s: %s kept changing for %d reads %v apart",
+				dir, strings.Join(unsettled, ", "), reads, interval)
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("static manifests in %s: %w", dir, ctx.Err())
+		case <-timer.C:
+		}
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("static manifests in %s: %w", dir, errors.Join(problems...))
+}
+
+// SetPollHook makes each poll call hook once it has applied what it read, with the content
+// of each manifest file it read, by file name; the next poll waits for hook to return. It
+// lets tests act between polls. Call it before Start.
+func (s *Source) SetPollHook(hook func(contents map[string][]byte)) {
+	s.pollHook = hook
+}
+
+// unsettled returns the files whose content has not settled.
+func (s *Source) unsettled() []string {
+	var paths []string
+	for path, state := range s.files {
+		if state.pending {
+			paths = append(paths, path)
+		}
 	}
-	s.apply(desired)
-	return s, nil
+	slices.Sort(paths)
+	return paths
 }
 
 // Start runs the informers created so far and the poller until ctx is done.
@@ -139,7 +177,7 @@ func (s *Source) Shutdown() {
 // when they first appear, and keep the last good content of their file.
 func (s *Source) poll(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	desired, problems, err := s.read()
+	desired, problems, contents, err := s.read(logger)
 	if err != nil {
 		// An unreadable directory says nothing about what is declared: change nothing.
 		logger.Error(err, "Reading static manifests; keeping what was read before")
@@ -158,18 +196,26 @@ func (s *Source) poll(ctx context.Context) {
 	for _, change := range s.apply(desired) {
 		logger.Info("Static manifest changed", "kind", change.kind, "name", change.name, "change", change.event)
 	}
+	if s.pollHook != nil {
+		s.pollHook(contents)
+	}
 }
 
-// read decodes the directory's manifest files, reusing the result of files whose content did
-// not change, and returns the resources they declare by kind and name. Files are read in name
-// order; a resource declared again by a later file is a problem and the first one wins.
-func (s *Source) read() (map[string]map[string]object, []error, error) {
+// read reads the directory's manifest files, decoding the content of those that settled, and
+// returns the resources they declare by kind and name. Files are read in name order; a
+// resource declared again by a later file is a problem and the first one wins. With a poll
+// hook set, it also returns each file's content by name.
+func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error, map[string][]byte, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading staticManifestPath: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading staticManifestPath: %w", err)
 	}
 	var problems []error
 	files := map[string]*fileState{}
+	var contents map[string][]byte
+	if s.pollHook != nil {
+		contents = map[string][]byte{}
+	}
 	for _, entry := range entries {
 		name := entry.Name()
 		// Dot files include the ..data directory and symlinks of a mounted ConfigMap.
@@ -177,9 +223,19 @@ func (s *Source) read() (map[string]map[string]object, []error, error) {
 			continue
 		}
 		path := filepath.Join(s.dir, name)
-		state, err := s.readFile(path)
+		data, isDir, err := readFile(path)
+		if isDir {
+			continue
+		}
+		state := s.files[path]
 		if err != nil {
+			// An unreadable file keeps its state.
 			problems = append(problems, err)
+		} else {
+			state = s.observe(logger, path, state, data)
+			if contents != nil {
+				contents[name] = data
+			}
 		}
 		if state != nil {
 			files[path] = state
@@ -204,39 +260,23 @@ func (s *Source) read() (map[string]map[string]object, []error, error) {
 			desired[kind][obj.GetName()] = obj
 		}
 	}
-	return desired, problems, nil
+	return desired, problems, contents, nil
 }
 
-// readFile returns a file's state, decoding it only when its content changed. A file that
-// cannot be read keeps its previous state and is reported as an error.
-func (s *Source) readFile(path string) (*fileState, error) {
-	prev := s.files[path]
+// readFile returns a file's content, or that it is a directory (which is skipped).
+func readFile(path string) ([]byte, bool, error) {
 	info, err := os.Stat(path)
 	if err == nil && info.IsDir() {
-		return nil, nil
+		return nil, true, nil
 	}
 	var data []byte
 	if err == nil {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return prev, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	hash := sha256.Sum256(data)
-	if prev != nil && prev.hash == hash {
-		return prev, nil
-	}
-	state := &fileState{hash: hash}
-	objs, err := decodeFile(data, s.expandEnv)
-	if err != nil {
-		state.err = fmt.Errorf("%s: %w", path, err)
-		if prev != nil {
-			state.objects = prev.objects
-		}
-		return state, nil
-	}
-	state.objects = objs
-	return state, nil
+	return data, false, nil
 }
 
 func isManifest(name string) bool {

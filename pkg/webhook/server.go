@@ -18,9 +18,11 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +38,6 @@ const (
 	ClusterSPIFFEIDPath             = "/validate-spire-spiffe-io-v1alpha1-clusterspiffeid"
 	ClusterFederatedTrustDomainPath = "/validate-spire-spiffe-io-v1alpha1-clusterfederatedtrustdomain"
 )
-
-// maxReviewBytes bounds an AdmissionReview body: the API server limits objects to about 1.5 MiB
-// and sends at most the object and its old version.
-const maxReviewBytes = 4 << 20
 
 // Validators check a resource's spec with the controller's own code, so that what the webhook
 // admits is what the controller can reconcile. Each returns the problems by field path.
@@ -76,9 +74,9 @@ func reviewHandler(validate func(raw []byte) (field.ErrorList, error)) http.Hand
 			http.Error(w, "admission reviews are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
-		if err != nil || len(body) > maxReviewBytes {
-			http.Error(w, "cannot read the admission review", http.StatusBadRequest)
+		body, status, err := readReview(w, r)
+		if err != nil {
+			http.Error(w, err.Error(), status)
 			return
 		}
 		review := &admissionv1.AdmissionReview{}
@@ -111,4 +109,26 @@ func reviewHandler(validate func(raw []byte) (field.ErrorList, error)) http.Hand
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	})
+}
+
+// readReview reads a request's body of at most maxReviewBytes. A body declared larger is
+// refused before any of it is read, one that turns out larger as soon as it passes the cap;
+// either closes the connection. It returns the status to answer with when it fails.
+func readReview(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	tooLarge := fmt.Errorf("an admission review is at most %d bytes", maxReviewBytes)
+	if r.ContentLength > maxReviewBytes {
+		w.Header().Set("Connection", "close")
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		return nil, http.StatusRequestEntityTooLarge, tooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, http.StatusRequestTimeout, errors.New("the admission review did not arrive in time")
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Errorf("cannot read the admission review: %w", err)
+	}
+	return body, 0, nil
 }

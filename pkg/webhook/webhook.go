@@ -77,8 +77,9 @@ type Options struct {
 
 // Webhook is the admission webhook and the upkeep of its certificate and caBundle.
 type Webhook struct {
-	opts Options
-	cert *servingCertificate
+	opts   Options
+	cert   *servingCertificate
+	limits serverLimits
 
 	mu       sync.Mutex
 	caBundle []byte
@@ -101,8 +102,9 @@ func New(opts Options) (*Webhook, error) {
 		opts.Port = DefaultPort
 	}
 	return &Webhook{
-		opts: opts,
-		cert: &servingCertificate{minter: opts.Minter, id: opts.ID, now: time.Now},
+		opts:   opts,
+		cert:   &servingCertificate{minter: opts.Minter, id: opts.ID, now: time.Now},
+		limits: defaultLimits(),
 	}, nil
 }
 
@@ -137,12 +139,9 @@ func (w *Webhook) Listen() (net.Listener, error) {
 // Serve is Run on a listener from Listen; it closes the listener when ctx is done.
 func (w *Webhook) Serve(ctx context.Context, listener net.Listener) {
 	logger := klog.FromContext(ctx)
-	server := &http.Server{
-		Handler:           w.opts.Validators.Handler(),
-		TLSConfig:         &tls.Config{GetCertificate: w.cert.get, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	server := newServer(ctx, w.opts.Validators.Handler(),
+		&tls.Config{GetCertificate: w.cert.get, MinVersion: tls.VersionTLS12}, w.limits)
+	listener = limitListener(listener, w.limits)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
