@@ -180,8 +180,8 @@ func TestWebhookStalledClientsCannotExhaustIt(t *testing.T) {
 		o := <-outcomes
 		switch {
 		case o.err != nil:
-			t.Fatalf("%d of %d stalled clients were refused; the others were still open at the deadline: %v",
-				refused, stalled, o.err)
+			t.Fatalf("%d of %d stalled clients were refused; the others were still open at the deadline (goroutines grew by %d): %v",
+				refused, stalled, runtime.NumGoroutine()-before, o.err)
 		case o.status != http.StatusTooManyRequests:
 			t.Fatalf("a stalled client was answered %d after %d were refused; want every client beyond the cap refused first",
 				o.status, refused)
