@@ -49,6 +49,26 @@ func outdatedFields(current, desired *spiretypes.Entry, unsupported unsupportedF
 	return mask
 }
 
+// grantsBeyond reports whether current, an entry of desired's key, grants what desired does
+// not: admin or downstream, a trust domain to federate with, or a DNS name. The other fields
+// shape how an identity is issued, not what it may do.
+func grantsBeyond(current, desired *spiretypes.Entry) bool {
+	return (current.GetAdmin() && !desired.GetAdmin()) ||
+		(current.GetDownstream() && !desired.GetDownstream()) ||
+		!subset(current.GetFederatesWith(), desired.GetFederatesWith()) ||
+		!subset(current.GetDnsNames(), desired.GetDnsNames())
+}
+
+// subset reports whether every string of a is in b.
+func subset(a, b []string) bool {
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	return true
+}
+
 // anyField reports whether the mask selects any field.
 func anyField(m *spiretypes.EntryMask) bool {
 	return m.SpiffeId || m.ParentId || m.Selectors || m.X509SvidTtl || m.JwtSvidTtl ||

@@ -30,15 +30,18 @@ import (
 
 // finalize is the only function that writes to SPIRE. It applies a plan — creates and updates
 // before deletes, so a pod whose entry changes is never left without one — and keeps the entry
-// cache equal to what SPIRE answered. It returns the write failures by entry key; the error
-// aggregates every failure so the key is retried.
+// cache equal to what SPIRE answered. It fails closed: an update that fails leaves behind an
+// entry that grants what nothing declares (the entry of another identity it was to replace,
+// or an admin, downstream, federatesWith or DNS name no longer declared), and that entry is
+// deleted with the rest. It returns the write failures by entry key; the error aggregates
+// every failure so the key is retried.
 func (r *Reconciler) finalize(ctx context.Context, p Plan) (map[render.Key]error, error) {
 	logPlan(ctx, p, r.dryRun)
 	w := &planWriter{cache: r.cache, client: r.client, ownership: r.ownership, support: r.fieldSupport,
 		logger: klog.FromContext(ctx), failures: map[render.Key]error{}}
 	w.create(ctx, p.ToCreate)
 	w.update(ctx, p.ToUpdate)
-	w.delete(ctx, p.ToDelete)
+	w.delete(ctx, append(p.ToDelete, w.revoke...))
 	if n := len(p.ToCreate) + len(p.ToUpdate) + len(p.ToDelete); n > 0 {
 		klog.FromContext(ctx).V(2).Info("Applied entry plan",
 			"created", len(p.ToCreate), "updated", len(p.ToUpdate), "deleted", len(p.ToDelete), "errors", len(w.errs))
@@ -55,6 +58,8 @@ type planWriter struct {
 	logger    klog.Logger
 	failures  map[render.Key]error
 	errs      []error
+	// revoke are the current entries of failed updates that grant more than is declared.
+	revoke []*spiretypes.Entry
 }
 
 func (w *planWriter) fail(key render.Key, err error) {
@@ -125,7 +130,7 @@ func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
 		results, err := w.client.UpdateEntries(ctx, entries, group[0].Mask)
 		for i, u := range group {
 			if i >= len(results) {
-				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), err))
+				w.failUpdate(u, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), err))
 				continue
 			}
 			r := results[i]
@@ -138,9 +143,21 @@ func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
 				w.cache.remove(u.Current.GetId())
 				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: it no longer exists; syncing again", u.Current.GetId()))
 			default:
-				w.fail(u.Desired.Key, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), r.Err))
+				w.failUpdate(u, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), r.Err))
 			}
 		}
+	}
+}
+
+// failUpdate records a failed update, and revokes the entry it left if that grants more than
+// is declared. The declared entry is then reported as failed, as a refused create is.
+func (w *planWriter) failUpdate(u *EntryUpdate, err error) {
+	w.fail(u.Desired.Key, err)
+	if u.Replaces || grantsBeyond(u.Current, u.Desired.Entry) {
+		w.logger.Info("Deleting an entry whose update failed: it grants what is no longer declared",
+			"entryID", u.Current.GetId(), "spiffeID", render.SPIFFEIDString(u.Current.GetSpiffeId()),
+			"declared", render.SPIFFEIDString(u.Desired.Entry.GetSpiffeId()), "err", err)
+		w.revoke = append(w.revoke, u.Current)
 	}
 }
 

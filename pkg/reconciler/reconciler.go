@@ -256,6 +256,10 @@ type EntryUpdate struct {
 	Current *spiretypes.Entry
 	Desired *render.DeclaredEntry
 	Mask    *spiretypes.EntryMask
+	// Replaces says that Current is an entry of another key, which nothing declares: the
+	// update turns it into Desired to keep its ID. Should SPIRE refuse that, Current is
+	// deleted all the same.
+	Replaces bool
 }
 
 // reconcile computes the plan that turns current into declared. It is pure and is the one
@@ -316,7 +320,9 @@ func reconcile(declared []*render.DeclaredEntry, current []*spiretypes.Entry, un
 }
 
 // pairReplacements turns a create and a delete of the same pod into one update of the
-// deleted entry, so the pod keeps an entry, and its entry ID, throughout.
+// deleted entry, so the pod keeps an entry, and its entry ID, throughout. finalize deletes
+// the entry after all if SPIRE refuses the update: an identity nothing declares never
+// outlives a refused write.
 func (p *Plan) pairReplacements(unsupported unsupportedFields) {
 	deletable := map[types.UID][]*spiretypes.Entry{}
 	for _, e := range p.ToDelete {
@@ -338,7 +344,7 @@ func (p *Plan) pairReplacements(unsupported unsupportedFields) {
 		e := candidates[0]
 		deletable[d.Declarer.PodUID] = candidates[1:]
 		reused[e.GetId()] = true
-		p.ToUpdate = append(p.ToUpdate, &EntryUpdate{Current: e, Desired: d, Mask: replacementMask(e, d.Entry, unsupported)})
+		p.ToUpdate = append(p.ToUpdate, &EntryUpdate{Current: e, Desired: d, Mask: replacementMask(e, d.Entry, unsupported), Replaces: true})
 	}
 	p.ToCreate = creates
 	p.ToDelete = slices.DeleteFunc(p.ToDelete, func(e *spiretypes.Entry) bool { return reused[e.GetId()] })

@@ -44,7 +44,7 @@ func (r *Reconciler) finalize(ctx context.Context, p plan) error {
 	w := &planWriter{r: r}
 	w.create(ctx, p.toCreate)
 	w.update(ctx, p.toUpdate)
-	w.delete(ctx, p.toDelete)
+	w.delete(ctx, append(p.toDelete, w.revoke...))
 	if len(w.stale) > 0 {
 		if err := r.refresh(ctx, w.stale); err != nil {
 			w.errs = append(w.errs, err)
@@ -65,6 +65,19 @@ type planWriter struct {
 	r     *Reconciler
 	errs  []error
 	stale []string
+	// revoke are the trust domains whose update failed while SPIRE fetches their bundle from
+	// an endpoint nothing declares any more: they are deleted, and the retry creates them.
+	revoke []string
+}
+
+// failUpdate records a failed update and fails closed: a relationship left with an endpoint
+// or profile no resource declares is revoked. One whose bundle alone was outdated is kept,
+// since SPIRE refreshes that bundle from the declared endpoint anyway.
+func (w *planWriter) failUpdate(u *relationshipUpdate, err error) {
+	w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, err))
+	if u.movesEndpoint() {
+		w.revoke = append(w.revoke, u.trustDomain)
+	}
 }
 
 func (w *planWriter) create(ctx context.Context, ds []*declaration) {
@@ -130,7 +143,7 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 	results, err := w.r.spire.UpdateFederationRelationships(ctx, rels, updateMask(sendBundle))
 	for i, u := range group {
 		if i >= len(results) {
-			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, err))
+			w.failUpdate(u, err)
 			continue
 		}
 		res := results[i]
@@ -138,7 +151,7 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 			if staleCode(res.Err) {
 				w.stale = append(w.stale, u.trustDomain)
 			}
-			w.errs = append(w.errs, fmt.Errorf("updating federation relationship %q: %w", u.trustDomain, res.Err))
+			w.failUpdate(u, res.Err)
 			continue
 		}
 		w.r.relationships.put(echoed(res.Relationship, rels[i]))

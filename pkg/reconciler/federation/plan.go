@@ -68,6 +68,11 @@ func (u *relationshipUpdate) sendsBundle() bool {
 	return slices.Contains(u.outdated, fieldTrustDomainBundle)
 }
 
+// movesEndpoint reports whether the update changes where or how SPIRE fetches the bundle.
+func (u *relationshipUpdate) movesEndpoint() bool {
+	return slices.Contains(u.outdated, fieldBundleEndpointURL) || slices.Contains(u.outdated, fieldBundleEndpointProfile)
+}
+
 // lastSentFunc returns the declared bundle last sent for a trust domain, and whether there
 // is a record of one.
 type lastSentFunc func(trustDomain string) (*spiretypes.Bundle, bool)
