@@ -72,6 +72,11 @@ func (c *instrumented) ListEntries(ctx context.Context) ([]*types.Entry, error) 
 	return observe("ListEntries", func() ([]*types.Entry, error) { return c.inner.ListEntries(ctx) })
 }
 
+// Probe passes the probe on, unobserved: it is no work of SPIRE's worth a metric.
+func (c *instrumented) Probe(ctx context.Context) error {
+	return spire.Probe(ctx, c.inner)
+}
+
 // ListEntryPages lists page by page through the inner client, observed as one ListEntries
 // call whose duration includes the caller's handling of the pages.
 func (c *instrumented) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {

@@ -17,6 +17,7 @@ limitations under the License.
 package reconciler
 
 import (
+	"maps"
 	"slices"
 	"sync"
 
@@ -212,6 +213,13 @@ func (c *entryCache) forKey(k render.Key) []*spiretypes.Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return values(c.byKey[k])
+}
+
+// keysOfNoPod returns the keys of the entries of no pod.
+func (c *entryCache) keysOfNoPod() []render.Key {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Collect(maps.Keys(c.byKey))
 }
 
 // scopes returns the pods and the keys of no pod that the cache holds entries for.

@@ -105,6 +105,17 @@ func (r *Reconciler) StatusCounters() *StatusCounters {
 	return r.counters
 }
 
+// KeysOfNoPod returns the keys of the cached entries of no pod: static entries, and those
+// left over from what static entries declared before.
+func (r *Reconciler) KeysOfNoPod() []render.Key {
+	return r.cache.keysOfNoPod()
+}
+
+// Probe returns nil once SPIRE answers a cheap call.
+func (r *Reconciler) Probe(ctx context.Context) error {
+	return spire.Probe(ctx, r.client)
+}
+
 // Scope is the part of SPIRE one Sync reconciles: the entries of one pod, or the entries of
 // no pod that have one of some keys.
 type Scope struct {

@@ -135,8 +135,12 @@ type Controller struct {
 	statusPacer             *statusPacer
 	clusterStaticEntryQueue workqueue.TypedRateLimitingInterface[string]
 
-	clusterSPIFFEIDs       *clusterSPIFFEIDCache
-	clusterStaticEntryKeys *clusterStaticEntryKeys
+	// podParking and clusterStaticEntryParking hold the keys whose sync failed only because
+	// SPIRE was unreachable, until it answers again.
+	podParking                *runner.Parking[types.UID]
+	clusterStaticEntryParking *runner.Parking[string]
+
+	clusterSPIFFEIDs *clusterSPIFFEIDCache
 	// podLatency observes each pod's time to its entries.
 	podLatency *metrics.PodEntryLatencyTracker
 
@@ -205,11 +209,12 @@ func NewController(
 		statusQueue:             runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
 		clusterStaticEntryQueue: runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
 
-		clusterSPIFFEIDs:       newClusterSPIFFEIDCache(),
-		statusPacer:            newStatusPacer(),
-		clusterStaticEntryKeys: &clusterStaticEntryKeys{keys: map[string]render.Key{}},
-		podLatency:             metrics.NewPodEntryLatencyTracker(),
+		clusterSPIFFEIDs: newClusterSPIFFEIDCache(),
+		statusPacer:      newStatusPacer(),
+		podLatency:       metrics.NewPodEntryLatencyTracker(),
 	}
+	c.podParking = runner.NewParking(c.podQueue, c.reconciler.Probe)
+	c.clusterStaticEntryParking = runner.NewParking(c.clusterStaticEntryQueue, c.reconciler.Probe)
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err
 	}
@@ -265,16 +270,21 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		MaxResyncShare: c.opts.MaxResyncShare,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers: []runner.Workers{
-			{Count: workers, Work: func(ctx context.Context) { runner.Work(ctx, ControllerName, "pod", c.podQueue, c.syncPod) }},
-			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDQueue, c.syncClusterSPIFFEID)
+			{Count: workers, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "pod", c.podQueue, c.podParking, c.syncPod)
 			}},
 			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.statusQueue, c.syncClusterSPIFFEIDStatus)
+				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDQueue, nil, c.syncClusterSPIFFEID)
 			}},
 			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterStaticEntry", c.clusterStaticEntryQueue, c.syncClusterStaticEntry)
+				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.statusQueue, nil, c.syncClusterSPIFFEIDStatus)
 			}},
+			// One worker: syncClusterStaticEntry relies on it.
+			{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterStaticEntry", c.clusterStaticEntryQueue, c.clusterStaticEntryParking, c.syncClusterStaticEntry)
+			}},
+			{Count: 1, Work: c.podParking.Run},
+			{Count: 1, Work: c.clusterStaticEntryParking.Run},
 		},
 		Queues: []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDQueue, c.statusQueue, c.clusterStaticEntryQueue},
 	})

@@ -104,6 +104,11 @@ func (c *countingClient) ListEntries(ctx context.Context) ([]*spiretypes.Entry, 
 	return c.API.ListEntries(ctx)
 }
 
+// Probe passes the controller's probe on uncounted: it is not a listing.
+func (c *countingClient) Probe(ctx context.Context) error {
+	return spire.Probe(ctx, c.API)
+}
+
 func (c *countingClient) CreateEntries(ctx context.Context, es []*spiretypes.Entry) ([]spire.EntryResult, error) {
 	c.writes.Add(1)
 	return c.API.CreateEntries(ctx, es)

@@ -352,6 +352,11 @@ func (r *writeRecorder) DeleteEntries(ctx context.Context, ids []string) ([]spir
 	return r.API.DeleteEntries(ctx, ids)
 }
 
+// Probe passes the controller's probe on.
+func (r *writeRecorder) Probe(ctx context.Context) error {
+	return spire.Probe(ctx, r.API)
+}
+
 func (r *writeRecorder) deletes() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

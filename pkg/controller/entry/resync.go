@@ -64,7 +64,6 @@ func (c *Controller) declareAll(ctx context.Context) (reconciler.Declared, error
 	if err != nil {
 		return reconciler.Declared{}, err
 	}
-	c.clusterStaticEntryKeys.reset(statics)
 	declared.Entries = append(declared.Entries, statics...)
 	declared.RenderFailures = renderFailures
 	return declared, nil

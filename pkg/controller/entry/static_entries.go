@@ -18,44 +18,16 @@ package entry
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
-
-// clusterStaticEntryKeys remembers the entry key each ClusterStaticEntry declared when last
-// synced, so that an edit that changes the key also cleans up the entry of the old key.
-type clusterStaticEntryKeys struct {
-	mu   sync.Mutex
-	keys map[string]render.Key
-}
-
-func (s *clusterStaticEntryKeys) swap(name string, k render.Key) (render.Key, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev, ok := s.keys[name]
-	if k == "" {
-		delete(s.keys, name)
-	} else {
-		s.keys[name] = k
-	}
-	return prev, ok
-}
-
-// reset records the keys of a full resync's static entries.
-func (s *clusterStaticEntryKeys) reset(declared []*render.DeclaredEntry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.keys = make(map[string]render.Key, len(declared))
-	for _, d := range declared {
-		s.keys[d.Declarer.Name] = d.Key
-	}
-}
 
 // declaredClusterStaticEntries renders every ClusterStaticEntry of this controller's class.
 // Invalid ones are returned with their error and declare nothing.
@@ -86,15 +58,24 @@ func (c *Controller) declaredClusterStaticEntries() ([]*render.DeclaredEntry, ma
 }
 
 // syncClusterStaticEntry makes SPIRE hold what a ClusterStaticEntry declares. Its scope is the
-// entry key it declares now and the one it declared before: every static entry of those keys
-// takes part, so the oldest declarer wins and the rest are masked, as in a full resync.
+// entry key it declares now and every key of no pod that SPIRE holds an entry of but nothing
+// declares: what this or another resource declared before an edit or a delete. That scope is
+// derived from the entry cache, which moves only with writes SPIRE took, so a retry after a
+// failed write still sees the old key. Every static entry of those keys takes part, so the
+// oldest declarer wins and the rest are masked, as in a full resync.
 func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) error {
+	// The cache is read before the lister: an entry is cached only after a sync saw its
+	// resource in the lister, so no entry of a resource the lister holds is taken for left
+	// over. The queue's single worker keeps two of these syncs from interleaving.
+	held := c.reconciler.KeysOfNoPod()
 	declared, invalid, err := c.declaredClusterStaticEntries()
 	if err != nil {
 		return err
 	}
+	declaredKeys := sets.New[render.Key]()
 	var key render.Key
 	for _, d := range declared {
+		declaredKeys.Insert(d.Key)
 		if d.Declarer.Name == name {
 			key = d.Key
 		}
@@ -103,8 +84,10 @@ func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) er
 	if key != "" {
 		scope = append(scope, key)
 	}
-	if prev, ok := c.clusterStaticEntryKeys.swap(name, key); ok && prev != key {
-		scope = append(scope, prev)
+	for _, k := range held {
+		if !declaredKeys.Has(k) {
+			scope = append(scope, k)
+		}
 	}
 
 	var errs []error
@@ -125,7 +108,7 @@ func (c *Controller) syncClusterStaticEntry(ctx context.Context, name string) er
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("syncing ClusterStaticEntry %s: %v", name, errs)
+		return fmt.Errorf("syncing ClusterStaticEntry %s: %w", name, errors.Join(errs...))
 	}
 	return nil
 }

@@ -94,8 +94,10 @@ type Controller struct {
 	cftdIndexer cache.Indexer
 	cftdSynced  cache.InformerSynced
 
-	// queue holds trust domain names to sync.
-	queue workqueue.TypedRateLimitingInterface[string]
+	// queue holds trust domain names to sync; parking holds those whose sync failed only
+	// because SPIRE was unreachable, until it answers again.
+	queue   workqueue.TypedRateLimitingInterface[string]
+	parking *runner.Parking[string]
 
 	reconciler *fedreconciler.Reconciler
 	// spire is what the reconciler writes to.
@@ -134,6 +136,7 @@ func NewController(
 
 		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
 	}
+	c.parking = runner.NewParking(c.queue, c.probe)
 	var err error
 	if c.reconciler, err = c.newReconciler(); err != nil {
 		return nil, err
@@ -175,11 +178,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
 		OnSynced:       func() { c.synced.Store(true) },
-		Workers:        []runner.Workers{{Count: workers, Work: c.worker}},
+		Workers:        []runner.Workers{{Count: workers, Work: c.worker}, {Count: 1, Work: c.parking.Run}},
 		Queues:         []runner.ShutDowner{c.queue},
 	})
 }
 
+// probe returns nil once SPIRE answers; relationships are few, so listing them is cheap.
+func (c *Controller) probe(ctx context.Context) error {
+	_, err := c.spire.ListFederationRelationships(ctx)
+	return err
+}
+
 func (c *Controller) worker(ctx context.Context) {
-	runner.Work(ctx, ControllerName, "trustDomain", c.queue, c.syncTrustDomain)
+	runner.Work(ctx, ControllerName, "trustDomain", c.queue, c.parking, c.syncTrustDomain)
 }

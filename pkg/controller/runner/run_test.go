@@ -66,7 +66,7 @@ func TestRun(t *testing.T) {
 			ResyncInterval: time.Hour,
 			OnSynced:       func() { ready.Store(true) },
 			Workers: []Workers{{Count: 2, Work: func(ctx context.Context) {
-				Work(ctx, controller, "key", queue, func(_ context.Context, key string) error {
+				Work(ctx, controller, "key", queue, nil, func(_ context.Context, key string) error {
 					if !ready.Load() {
 						t.Errorf("synced %q before the first resync succeeded", key)
 					}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // MaxRetries is how often a key is retried before it is dropped and left to the next full
@@ -47,15 +48,16 @@ func NewQueue[T comparable](name string, qps float64, burst int) workqueue.Typed
 }
 
 // Work syncs keys from queue until it is shut down. controller and kind label the sync
-// duration metric and the log lines.
-func Work[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) {
-	for processNext(ctx, controller, kind, queue, sync) {
+// duration metric and the log lines. A key whose sync failed only because SPIRE could not be
+// reached waits in parking, when not nil, instead of the queue's backoff.
+func Work[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], parking *Parking[T], sync func(context.Context, T) error) {
+	for processNext(ctx, controller, kind, queue, parking, sync) {
 	}
 }
 
 // processNext takes one key off the queue and syncs it. It returns false when the queue is
 // shut down.
-func processNext[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) bool {
+func processNext[T comparable](ctx context.Context, controller, kind string, queue workqueue.TypedRateLimitingInterface[T], parking *Parking[T], sync func(context.Context, T) error) bool {
 	key, quit := queue.Get()
 	if quit {
 		return false
@@ -69,15 +71,21 @@ func processNext[T comparable](ctx context.Context, controller, kind string, que
 	elapsed := time.Since(start)
 	metrics.SyncDuration.WithLabelValues(controller, kind).Observe(elapsed.Seconds())
 	logger.V(4).Info("Finished syncing", "duration", elapsed, "err", err)
-	handleErr(ctx, queue, key, err)
+	handleErr(ctx, queue, parking, key, err)
 	return true
 }
 
-// handleErr forgets a key that synced, retries a failed one with backoff, and drops it after
-// MaxRetries: the next full resync will pick it up again, so a dropped key is delayed, not lost.
-func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], key T, err error) {
+// handleErr forgets a key that synced, parks one that failed only because SPIRE could not be
+// reached, retries any other failure with backoff, and drops it after MaxRetries: the next
+// full resync will pick it up again, so a dropped key is delayed, not lost.
+func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], parking *Parking[T], key T, err error) {
 	if err == nil {
 		queue.Forget(key)
+		return
+	}
+	if parking != nil && ctx.Err() == nil && spire.Unreachable(err) {
+		klog.FromContext(ctx).V(2).Info("Sync failed: SPIRE is unreachable; retrying once it answers", "err", err)
+		parking.park(key)
 		return
 	}
 	if queue.NumRequeues(key) < MaxRetries {

@@ -48,7 +48,7 @@ func TestKeyIsDroppedAfterMaxRetries(t *testing.T) {
 		if syncs > 2*MaxRetries {
 			t.Fatalf("still retrying after %d syncs", syncs)
 		}
-		processNext(ctx, "test-controller", "pod", queue, failing)
+		processNext(ctx, "test-controller", "pod", queue, nil, failing)
 	}
 	if want := MaxRetries + 1; syncs != want {
 		t.Errorf("synced %d times, want %d: the first attempt and %d retries", syncs, want, MaxRetries)
@@ -73,7 +73,7 @@ func TestKeyIsForgottenAfterSuccess(t *testing.T) {
 	}
 	queue.Add("pod-a")
 	for queue.Len() > 0 {
-		processNext(ctx, "test-controller", "pod", queue, flaky)
+		processNext(ctx, "test-controller", "pod", queue, nil, flaky)
 	}
 	if syncs != 3 {
 		t.Errorf("synced %d times, want 3", syncs)
@@ -89,7 +89,7 @@ func TestWorkReturnsWhenTheQueueShutsDown(t *testing.T) {
 	queue := instantQueue()
 	done := make(chan struct{})
 	go func() {
-		Work(ctx, "test-controller", "pod", queue, func(context.Context, string) error { return nil })
+		Work(ctx, "test-controller", "pod", queue, nil, func(context.Context, string) error { return nil })
 		close(done)
 	}()
 	queue.ShutDown()

@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// TestUnreachableKeysAreParkedUntilSPIREAnswers: a key that fails only because SPIRE cannot
+// be reached is neither retried with backoff nor dropped after MaxRetries, however long the
+// outage; it is queued again once a probe finds SPIRE answering. A refusal is not parked.
+func TestUnreachableKeysAreParkedUntilSPIREAnswers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	queue := instantQueue()
+	defer queue.ShutDown()
+	probes := make(chan chan error)
+	parking := NewParking(queue, func(context.Context) error {
+		answer := make(chan error)
+		probes <- answer
+		return <-answer
+	})
+	parking.baseDelay, parking.maxDelay = time.Millisecond, time.Millisecond
+	go parking.Run(ctx)
+
+	down := fmt.Errorf("syncing: %w", errors.Join(status.Error(codes.Unavailable, "connection refused"),
+		fmt.Errorf("deleting: %w", status.Error(codes.DeadlineExceeded, "deadline exceeded"))))
+	queue.Add("pod-a")
+	processNext(ctx, "test-controller", "pod", queue, parking, func(context.Context, string) error { return down })
+	if queue.Len() != 0 || queue.NumRequeues("pod-a") != 0 {
+		t.Fatalf("an unreachable key stayed in the queue (len %d, requeues %d), want it parked", queue.Len(), queue.NumRequeues("pod-a"))
+	}
+	// Far more probe failures than MaxRetries: the key is still held.
+	for range 2 * MaxRetries {
+		(<-probes) <- status.Error(codes.Unavailable, "still down")
+	}
+	if queue.Len() != 0 {
+		t.Fatal("the key was queued while SPIRE was still unreachable")
+	}
+	(<-probes) <- nil
+	key, _ := queue.Get()
+	if key != "pod-a" {
+		t.Fatalf("queued %q after SPIRE answered, want pod-a", key)
+	}
+	queue.Done(key)
+
+	refused := fmt.Errorf("syncing: %w", errors.Join(status.Error(codes.Unavailable, "down"),
+		status.Error(codes.InvalidArgument, "no bundle for partner.org")))
+	queue.Add("pod-b")
+	processNext(ctx, "test-controller", "pod", queue, parking, func(context.Context, string) error { return refused })
+	if queue.NumRequeues("pod-b") != 1 {
+		t.Errorf("a key SPIRE refused has %d requeues, want 1: it is retried with backoff, not parked", queue.NumRequeues("pod-b"))
+	}
+	select {
+	case answer := <-probes:
+		close(answer)
+		t.Error("a refused key started a probe")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

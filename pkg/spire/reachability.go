@@ -1,0 +1,90 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package spire
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Prober is implemented by entry clients that can check cheaply whether SPIRE answers.
+// Decorators implement it by passing it on (see Probe).
+type Prober interface {
+	// Probe returns nil once SPIRE answers a call, whatever the answer's content.
+	Probe(ctx context.Context) error
+}
+
+// Probe checks whether SPIRE answers through c: with Prober's cheap call where c has it,
+// else with a full listing.
+func Probe(ctx context.Context, c EntryClient) error {
+	if p, ok := c.(Prober); ok {
+		return p.Probe(ctx)
+	}
+	_, err := c.ListEntries(ctx)
+	return err
+}
+
+// Probe asks SPIRE for one entry ID: the cheapest call that proves it answers.
+func (c *Client) Probe(ctx context.Context) error {
+	return c.probe(ctx)
+}
+
+// Unreachable reports whether err is nothing but failures to reach SPIRE: every error it
+// joins or aggregates carries UNAVAILABLE or DEADLINE_EXCEEDED. Such a failure says nothing
+// about what SPIRE would answer, so the write is worth retrying as soon as SPIRE is back.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch e := err.(type) {
+	case interface{ Errors() []error }: // k8s.io/apimachinery's Aggregate
+		return allUnreachable(e.Errors())
+	case interface{ Unwrap() []error }: // errors.Join and fmt.Errorf with several %w
+		return allUnreachable(e.Unwrap())
+	case interface{ GRPCStatus() *status.Status }:
+		code := e.GRPCStatus().Code()
+		return code == codes.Unavailable || code == codes.DeadlineExceeded
+	case interface{ Unwrap() error }:
+		return Unreachable(e.Unwrap())
+	}
+	// A deadline of the caller's that ended the call before gRPC saw it.
+	return err == context.DeadlineExceeded
+}
+
+func allUnreachable(errs []error) bool {
+	if len(errs) == 0 {
+		return false
+	}
+	for _, err := range errs {
+		if !Unreachable(err) {
+			return false
+		}
+	}
+	return true
+}
+
+// Probe passes the probe on to the inner client.
+func (c *BatchingClient) Probe(ctx context.Context) error {
+	return Probe(ctx, c.inner)
+}
+
+// Probe passes the probe on: a dry run reads as a run does.
+func (d *dryRun) Probe(ctx context.Context) error {
+	return Probe(ctx, d.API)
+}
