@@ -116,7 +116,9 @@ func limitInFlight(next http.Handler, n int) http.Handler {
 		default:
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedReadTimeout))
 			w.Header().Set("Retry-After", retryAfterSeconds)
-			w.Header().Set("Connection", "close")
+			if r.ProtoMajor == 1 { // on HTTP/2 it would end every stream of the connection
+				w.Header().Set("Connection", "close")
+			}
 			http.Error(w, "too many admission reviews at once", http.StatusTooManyRequests)
 		}
 	})

@@ -112,12 +112,12 @@ func reviewHandler(validate func(raw []byte) (field.ErrorList, error)) http.Hand
 }
 
 // readReview reads a request's body of at most maxReviewBytes. A body declared larger is
-// refused before any of it is read, one that turns out larger as soon as it passes the cap;
-// either closes the connection. It returns the status to answer with when it fails.
+// refused before any of it is read (the server then closes the connection rather than read
+// it), one that turns out larger as soon as it passes the cap. It returns the status to
+// answer with when it fails.
 func readReview(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	tooLarge := fmt.Errorf("an admission review is at most %d bytes", maxReviewBytes)
 	if r.ContentLength > maxReviewBytes {
-		w.Header().Set("Connection", "close")
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
