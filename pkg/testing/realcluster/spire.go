@@ -71,6 +71,9 @@ type SPIREOptions struct {
 	// share one datastore, as the replicas of a SPIRE deployment do; see
 	// SPIRE.PostgresConnectionString. Excludes Postgres.
 	PostgresConnectionString string
+	// AdminIDs are SPIFFE IDs the server grants its admin API to over TCP (admin_ids), as
+	// to callers of its admin socket.
+	AdminIDs []string
 }
 
 // SPIRE is a running spire-server on 127.0.0.1 with a sqlite or PostgreSQL
@@ -88,6 +91,7 @@ type SPIRE struct {
 	metricsPort int
 	// postgres is the datastore's connection string, empty for sqlite.
 	postgres string
+	adminIDs []string
 	logf     Logf
 	proc     *process
 
@@ -112,7 +116,7 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, logf: opts.Logf}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, logf: opts.Logf}
 	if opts.Postgres != nil {
 		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
 			return nil, err
@@ -206,6 +210,10 @@ func (s *SPIRE) writeConfig(logLevel string) error {
 	if s.postgres != "" {
 		databaseType, connectionString = "postgres", s.postgres
 	}
+	adminIDs := make([]string, 0, len(s.adminIDs))
+	for _, id := range s.adminIDs {
+		adminIDs = append(adminIDs, q(id))
+	}
 	conf := fmt.Sprintf(`server {
     bind_address = "127.0.0.1"
     bind_port = "%d"
@@ -213,6 +221,7 @@ func (s *SPIRE) writeConfig(logLevel string) error {
     trust_domain = %s
     data_dir = %s
     log_level = %s
+    admin_ids = [%s]
 }
 
 plugins {
@@ -239,7 +248,7 @@ telemetry {
     }
 }
 `, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
-		q(databaseType), q(connectionString), s.metricsPort)
+		strings.Join(adminIDs, ", "), q(databaseType), q(connectionString), s.metricsPort)
 	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write spire-server config: %w", err)
 	}
