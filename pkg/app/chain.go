@@ -25,7 +25,8 @@ import (
 // static mode and embedders alike: the caller's client counted by the metrics, then coalesced
 // by batching or, in a dry run, with every write answered by the dry-run client, so that a
 // context with DryRun can never write to SPIRE. release frees the chain once the controllers
-// have stopped.
+// have stopped, after the writes already sent have ended: a leader releases its lease only
+// after that.
 //
 // An embedder that brings its own batching, to tune or observe it, passes a spire.BatchedAPI:
 // it is kept, not batched again, and stays the embedder's to close; the metrics then count
@@ -43,5 +44,5 @@ func spireChain(cc ControllerContext) (api spire.API, release func()) {
 		opts.Spread = cc.Config.WriteSpread
 	}
 	batched := spire.NewBatchedAPI(instrumented, opts)
-	return batched, batched.Close
+	return batched, batched.Drain
 }

@@ -65,14 +65,19 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 	health.leaseCheck = watchdog.Check
 	health.electing.Store(true)
 	lost := make(chan struct{})
-	// The elector does not wait for OnStartedLeading to return; this does, so that the
-	// controllers have stopped before RunWithLeaderElection returns.
+	// The elector releases the Lease as soon as its context ends, and client-go allows that
+	// only once everything the Lease guards has stopped. So the elector runs on a context of
+	// its own, which ends when ctx has ended and run has returned: a standby that takes the
+	// Lease over never writes beside the old leader's last writes.
+	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
 	var (
 		mu      sync.Mutex
 		stopped bool
 		done    chan struct{}
 	)
-	defer func() {
+	// stopRun marks the run as over and waits for the leader's run, if any, to return.
+	stopRun := func() {
 		mu.Lock()
 		stopped = true
 		d := done
@@ -80,7 +85,16 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 		if d != nil {
 			<-d
 		}
-	}()
+	}
+	// The elector does not wait for OnStartedLeading to return, should it stop on its own
+	// (the Lease lost); this does, so that the controllers have stopped before
+	// RunWithLeaderElection returns.
+	defer stopRun()
+	stopAfterRun := context.AfterFunc(ctx, func() {
+		stopRun()
+		stopElector()
+	})
+	defer stopAfterRun()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration,
@@ -90,7 +104,7 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 		WatchDog:        watchdog,
 		Name:            le.ResourceName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leading context.Context) {
 				logger.Info("Became leader", "lease", klog.KRef(namespace, le.ResourceName), "identity", identity)
 				mu.Lock()
 				if stopped {
@@ -100,8 +114,13 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 				done = make(chan struct{})
 				mu.Unlock()
 				defer close(done)
+				// The controllers stop when ctx ends or the leadership does.
+				runCtx, cancel := context.WithCancel(leading)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
 				health.leading.Store(true)
-				run(ctx)
+				run(runCtx)
+				logger.Info("Controllers stopped; releasing the lease", "lease", klog.KRef(namespace, le.ResourceName))
 			},
 			OnStoppedLeading: func() {
 				health.leading.Store(false)
@@ -120,7 +139,7 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 		return fmt.Errorf("configuring leader election: %w", err)
 	}
 	logger.Info("Waiting for the leader election lease", "lease", klog.KRef(namespace, le.ResourceName), "identity", identity)
-	elector.Run(ctx)
+	elector.Run(electorCtx)
 	select {
 	case <-lost:
 		return fmt.Errorf("lost the leader election lease %s/%s", namespace, le.ResourceName)

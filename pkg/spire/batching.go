@@ -176,18 +176,35 @@ func (c *BatchingClient) Run(ctx context.Context) {
 // inner calls in flight are cancelled. It returns once every goroutine the
 // client started has ended. It is safe to call more than once.
 func (c *BatchingClient) Close() {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		c.creates.abandon()
-		c.deletes.abandon()
-		for _, b := range c.updates {
-			b.abandon()
-		}
-	}
-	c.mu.Unlock()
+	c.abandon()
 	c.cancel()
 	c.inflight.Wait()
+}
+
+// Drain stops the client as Close does, except that inner calls in flight are
+// seen through, not cancelled: SPIRE may already be applying them, and
+// cancelling only stops the caller from hearing the outcome. A leader drains
+// before it gives up its lease, so that no write of its own lands after the
+// next leader's first. Each call is bounded by the inner client's deadline.
+func (c *BatchingClient) Drain() {
+	c.abandon()
+	c.inflight.Wait()
+	c.cancel()
+}
+
+// abandon refuses later writes and fails the calls of the pending batches.
+func (c *BatchingClient) abandon() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.creates.abandon()
+	c.deletes.abandon()
+	for _, b := range c.updates {
+		b.abandon()
+	}
 }
 
 // Stats returns the write traffic counted so far.

@@ -141,6 +141,18 @@ func (p *process) stop(grace time.Duration) {
 	p.signalAndWait(syscall.SIGTERM, grace)
 }
 
+// signal sends sig to the process group without waiting: SIGSTOP freezes it with its sockets
+// open, SIGCONT thaws it.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}
+
 // kill sends SIGKILL to the process group and waits for the child to be reaped.
 func (p *process) kill() {
 	p.signalAndWait(syscall.SIGKILL, 0)

@@ -74,6 +74,9 @@ type SPIREOptions struct {
 	// AdminIDs are SPIFFE IDs the server grants its admin API to over TCP (admin_ids), as
 	// to callers of its admin socket.
 	AdminIDs []string
+	// AuditLog turns on the server's audit log (audit_log_enabled): one line per API call in
+	// the server's log, naming, for an admin-socket caller, its binary (caller_path).
+	AuditLog bool
 }
 
 // SPIRE is a running spire-server on 127.0.0.1 with a sqlite or PostgreSQL
@@ -92,6 +95,7 @@ type SPIRE struct {
 	// postgres is the datastore's connection string, empty for sqlite.
 	postgres string
 	adminIDs []string
+	auditLog bool
 	logf     Logf
 	proc     *process
 
@@ -116,7 +120,7 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, logf: opts.Logf}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, auditLog: opts.AuditLog, logf: opts.Logf}
 	if opts.Postgres != nil {
 		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
 			return nil, err
@@ -222,6 +226,7 @@ func (s *SPIRE) writeConfig(logLevel string) error {
     data_dir = %s
     log_level = %s
     admin_ids = [%s]
+    audit_log_enabled = %t
 }
 
 plugins {
@@ -248,7 +253,7 @@ telemetry {
     }
 }
 `, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
-		strings.Join(adminIDs, ", "), q(databaseType), q(connectionString), s.metricsPort)
+		strings.Join(adminIDs, ", "), s.auditLog, q(databaseType), q(connectionString), s.metricsPort)
 	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -317,6 +322,19 @@ func (s *SPIRE) Version(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s --version: %w: %s", s.bin, err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// Freeze stops the server (SIGSTOP) with its sockets open: calls in flight and new ones wait,
+// as on a server that hangs, until Thaw.
+func (s *SPIRE) Freeze() error { return s.proc.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *SPIRE) Thaw() error { return s.proc.signal(syscall.SIGCONT) }
+
+// Log returns the server's whole log, every start of it.
+func (s *SPIRE) Log() (string, error) {
+	b, err := os.ReadFile(s.proc.logPath)
+	return string(b), err
 }
 
 // LogTail returns the last n lines of the server log, for failure reports.
