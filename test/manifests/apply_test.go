@@ -129,7 +129,8 @@ func TestApplySidecar(t *testing.T) {
 	}{
 		{authorizationv1.ResourceAttributes{Verb: "watch", Resource: "pods"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "spire.spiffe.io", Resource: "clusterspiffeids", Subresource: "status"}, true},
-		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: namespace}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: namespace, Name: leaseName}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: namespace, Name: "another-controller"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "spire.spiffe.io", Resource: "clusterspiffeids"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"}, false},
 	} {
@@ -140,7 +141,7 @@ func TestApplySidecar(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Status.Allowed != tc.want {
-			t.Errorf("%s may %s %s/%s: %v, want %v", user, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, r.Status.Allowed, tc.want)
+			t.Errorf("%s may %s %s/%s %s: %v, want %v", user, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Name, r.Status.Allowed, tc.want)
 		}
 	}
 }

@@ -156,10 +156,15 @@ var wantClusterRoleRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
 
-// wantLeaderElectionRules are the permissions on the Lease in spire-system, exactly.
+// wantLeaderElectionRules are the permissions on the Lease in spire-system, exactly: create
+// (which RBAC cannot narrow by name), then read and renew its own Lease only.
 var wantLeaderElectionRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{leaseName}, Verbs: []string{"get", "update"}},
 }
+
+// leaseName is the Lease the shipped config's leaderElection.resourceName names.
+const leaseName = "spire-registrar"
 
 // TestDeploymentHardening checks the standalone pod: non-root, read-only, unprivileged, with
 // probes, resources and a config the binary accepts.
