@@ -55,11 +55,14 @@ type serverLimits struct {
 	// maxInFlight bounds the requests being read or validated at once, and so the memory of
 	// their bodies (16 × maxReviewBytes ≈ 49 MiB). Validation takes milliseconds, so 16 serve
 	// bursts from several API servers; beyond it a request is answered 429 with Retry-After
-	// at once, which the API server's client waits for and retries within its timeout.
+	// at once, which the API server's client waits for and retries within its timeout. A
+	// client stalled in a slot loses it after readTimeout.
 	maxInFlight int
 	// maxConns bounds open connections, each a goroutine and TLS buffers, including those
 	// that never get to a request (a slow handshake, idle keep-alives). The API server keeps a
 	// few idle connections per host; further connections wait in the kernel's accept queue.
+	// A client that holds them all delays the others (by readTimeout, or idleTimeout if it
+	// idles): the webhook shares its process with the controllers, whose memory comes first.
 	maxConns int
 }
 
@@ -85,7 +88,7 @@ const (
 	refusedReadTimeout = time.Second
 )
 
-// newServer returns the HTTPS server for handler under limits; serve it on listen(limits).
+// newServer returns the HTTPS server for handler under limits; serve it on limitListener's.
 func newServer(ctx context.Context, handler http.Handler, tlsConfig *tls.Config, limits serverLimits) *http.Server {
 	return &http.Server{
 		Handler:           limitInFlight(handler, limits.maxInFlight),
