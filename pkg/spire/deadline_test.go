@@ -165,3 +165,39 @@ func TestCallerDeadlineWinsWhenSooner(t *testing.T) {
 		t.Errorf("the call took %v, want about the caller's 100ms", took)
 	}
 }
+
+// TestBatchedWritesEndAtTheDeadline checks the path a reconciler's write takes while it holds
+// its scope's lock: batched calls run without any caller's deadline, so the client's own
+// bound is what ends them, and a caller waiting for a batch that another caller's write
+// keeps busy is released too.
+func TestBatchedWritesEndAtTheDeadline(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	socket, started := silentServer(t)
+	c, err := Dial(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	c.cc.timeout = bound
+	api := NewBatchedAPI(c, BatchingOptions{})
+	t.Cleanup(api.Close)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := api.CreateEntries(context.Background(), entries(1))
+		first <- err
+	}()
+	<-started // the first write is in flight: the second waits in a pending batch
+	start := time.Now()
+	_, err = api.CreateEntries(context.Background(), []*types.Entry{entry("/second")})
+	took := time.Since(start)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("second write: %v, want DeadlineExceeded", err)
+	}
+	if took > 2*bound+2*time.Second {
+		t.Errorf("the second write took %v, want at most about two bounds (%v)", took, 2*bound)
+	}
+	if err := <-first; status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("first write: %v, want DeadlineExceeded", err)
+	}
+}
