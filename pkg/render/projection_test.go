@@ -187,7 +187,8 @@ func TestProjectionRendersAsTheFullObjects(t *testing.T) {
 		if full != projected {
 			t.Errorf("%s renders %q from the full objects but %q from the projection for %+v", text, full, projected, reach)
 		}
-		if !strings.HasPrefix(full, "error: ") {
+		// A value whose printing nothing bounds is refused by type, so its path was followed.
+		if !strings.HasPrefix(full, "error: ") || strings.Contains(full, "cannot print a value of type") {
 			rendered++
 		}
 	}

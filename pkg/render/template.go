@@ -17,11 +17,11 @@ limitations under the License.
 package render
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
+	"reflect"
 	"slices"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -48,11 +48,15 @@ const (
 	maxTemplateCalls = 1000
 	// maxExecutionTime bounds one execution; real templates take microseconds.
 	maxExecutionTime = time.Second
+	// maxTemplateBytes bounds the text of one template, and so the arguments of one call,
+	// which text/template allocates before the function can refuse them, and the parse tree
+	// kept for each template. Real templates are shorter than a SPIFFE ID.
+	maxTemplateBytes = 16 << 10
 )
 
 // iterationFunc and callFunc are the functions injected at the start of every range body and
-// every template, so that each iteration and each call is counted. Their names cannot clash
-// with builtins.
+// every template, so that each iteration and each call is counted, and charged what
+// text/template allocates to walk the body once. Their names cannot clash with builtins.
 const (
 	iterationFunc = "_spireRegistrarIteration"
 	callFunc      = "_spireRegistrarCall"
@@ -70,26 +74,99 @@ type templateData struct {
 	NodeSpec      *corev1.NodeSpec
 }
 
-// templateFuncs replace the builtin printing functions with bounded ones and declare the step
-// counter, whose per-execution binding execute installs.
+// templateFuncs replace the builtin printing functions with ones that charge a budget, and
+// declare the step counters. execute binds them to one budget per execution; these unbound
+// ones, which no execution calls, each spend a budget of their own.
 var templateFuncs = template.FuncMap{
-	"printf":      boundedPrintf,
-	"print":       bounded(fmt.Sprint),
-	"println":     bounded(fmt.Sprintln),
-	"html":        bounded(template.HTMLEscaper),
-	"js":          bounded(template.JSEscaper),
-	"urlquery":    bounded(template.URLQueryEscaper),
-	iterationFunc: func() (string, error) { return "", nil },
-	callFunc:      func() (string, error) { return "", nil },
+	"printf":      func(format string, args ...any) (string, error) { return newBudget().printf(format, args...) },
+	"print":       func(args ...any) (string, error) { return newBudget().print(args...) },
+	"println":     func(args ...any) (string, error) { return newBudget().println(args...) },
+	"html":        func(args ...any) (string, error) { return newBudget().html(args...) },
+	"js":          func(args ...any) (string, error) { return newBudget().js(args...) },
+	"urlquery":    func(args ...any) (string, error) { return newBudget().urlquery(args...) },
+	printFunc:     func(value any) (string, error) { return newBudget().printValue(value) },
+	iterationFunc: func(int) (string, error) { return "", nil },
+	callFunc:      func(int) (string, error) { return "", nil },
 }
 
-// iterationNode and callNode are the actions that call iterationFunc and callFunc, parsed once
-// and shared by every template.
-var iterationNode, callNode = actionNode(iterationFunc), actionNode(callFunc)
+// budgetedFuncs are the functions that spend the budget: a template that calls none of them
+// and cannot repeat a node runs without one.
+var budgetedFuncs = map[string]bool{"printf": true, "print": true, "println": true, "html": true, "js": true, "urlquery": true, printFunc: true}
 
-func actionNode(funcName string) parse.Node {
-	t := template.Must(template.New(funcName).Funcs(templateFuncs).Parse("{{" + funcName + "}}"))
+// stepAction is the action that calls iterationFunc or callFunc with the cost of one step.
+func stepAction(funcName string, cost int) parse.Node {
+	t := template.Must(template.New(funcName).Funcs(templateFuncs).Parse(fmt.Sprintf("{{ %s %d }}", funcName, cost)))
 	return t.Root.Nodes[0]
+}
+
+// isCallAction reports whether node is the action parseTemplate puts at the start of every
+// template of an instrumented one.
+func isCallAction(node parse.Node) bool {
+	action, ok := node.(*parse.ActionNode)
+	if !ok || len(action.Pipe.Cmds) != 1 || len(action.Pipe.Cmds[0].Args) == 0 {
+		return false
+	}
+	id, ok := action.Pipe.Cmds[0].Args[0].(*parse.IdentifierNode)
+	return ok && id.Ident == callFunc
+}
+
+// What text/template allocates to walk a node, a generous bound of what it was measured to
+// allocate: a command allocates its argument values and its result, and about 90 bytes go to
+// the step's own counting call.
+const (
+	stepBaseCost   = 128
+	nodeCost       = 32
+	commandCost    = 320
+	commandArgCost = 96
+)
+
+// stepCost is what one walk of node charges: every node below it, except the bodies of
+// nested ranges, which charge their own iterations, and the templates it calls, which charge
+// their own calls.
+func stepCost(node parse.Node) int {
+	cost := stepBaseCost
+	var walk func(parse.Node)
+	walk = func(node parse.Node) {
+		if node == nil || reflect.ValueOf(node).IsNil() {
+			return
+		}
+		cost += nodeCost
+		switch n := node.(type) {
+		case *parse.ListNode:
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			walk(n.Pipe)
+			walk(n.ElseList)
+		case *parse.TemplateNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			cost += nodeCost * len(n.Decl)
+			for _, c := range n.Cmds {
+				walk(c)
+			}
+		case *parse.CommandNode:
+			cost += commandCost + commandArgCost*len(n.Args)
+			for _, c := range n.Args {
+				walk(c)
+			}
+		case *parse.ChainNode:
+			walk(n.Node)
+		}
+	}
+	walk(node)
+	return cost
 }
 
 // compiledTemplate is a parsed template and, when it only joins text and string fields, the
@@ -97,28 +174,95 @@ func actionNode(funcName string) parse.Node {
 type compiledTemplate struct {
 	*template.Template
 	plan fieldPlan
+	// budgeted is set when an execution needs a budget of its own: the template loops,
+	// calls a template or calls a function that spends the budget.
+	budgeted bool
+	// runs holds clones of the template bound to a budget each, so that an execution does
+	// not clone the template again.
+	runs sync.Pool
+}
+
+// budgetedRun is a clone of a template whose functions spend one budget.
+type budgetedRun struct {
+	*template.Template
+	budget *budget
 }
 
 // parseTemplate parses a template as spire-controller-manager does, with no restriction on
 // the language, and instruments it so that execute can bound its loops and calls.
 func parseTemplate(name, text string) (*compiledTemplate, error) {
+	if len(text) > maxTemplateBytes {
+		return nil, fmt.Errorf("parsing %s: the template is %d bytes, more than %d", name, len(text), maxTemplateBytes)
+	}
 	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", name, err)
+	}
+	piped, err := guardValues(t)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", name, err)
 	}
 	if !canRepeat(t) {
 		// Without a loop or a call each node runs at most once, so the execution is bounded
-		// by the template's own size and execute runs it as it is, with no budget to bind.
-		return &compiledTemplate{Template: t, plan: planFor(t)}, nil
+		// by the template's own size and the strings its functions build; without such a
+		// function execute runs it as it is, with no budget to bind.
+		return &compiledTemplate{Template: t, plan: planFor(t), budgeted: piped || callsBudgetedFunc(t)}, nil
 	}
 	for _, associated := range t.Templates() {
 		if associated.Tree == nil || associated.Root == nil {
 			continue
 		}
 		instrument(associated.Root)
-		associated.Root.Nodes = append([]parse.Node{callNode}, associated.Root.Nodes...)
+		associated.Root.Nodes = append([]parse.Node{stepAction(callFunc, stepCost(associated.Root))}, associated.Root.Nodes...)
 	}
-	return &compiledTemplate{Template: t}, nil
+	return &compiledTemplate{Template: t, budgeted: true}, nil
+}
+
+// callsBudgetedFunc reports whether any template associated with t calls a function that
+// spends the budget.
+func callsBudgetedFunc(t *template.Template) bool {
+	for _, associated := range t.Templates() {
+		if associated.Tree != nil && anyNode(associated.Root, isBudgetedCall) {
+			return true
+		}
+	}
+	return false
+}
+
+func isBudgetedCall(node parse.Node) bool {
+	id, ok := node.(*parse.IdentifierNode)
+	return ok && budgetedFuncs[id.Ident]
+}
+
+// anyNode reports whether f holds for node or any node below it.
+func anyNode(node parse.Node, f func(parse.Node) bool) bool {
+	if node == nil || reflect.ValueOf(node).IsNil() {
+		return false
+	}
+	if f(node) {
+		return true
+	}
+	switch n := node.(type) {
+	case *parse.ListNode:
+		return slices.ContainsFunc(n.Nodes, func(c parse.Node) bool { return anyNode(c, f) })
+	case *parse.ActionNode:
+		return anyNode(n.Pipe, f)
+	case *parse.IfNode:
+		return anyNode(n.Pipe, f) || anyNode(n.List, f) || anyNode(n.ElseList, f)
+	case *parse.RangeNode:
+		return anyNode(n.Pipe, f) || anyNode(n.List, f) || anyNode(n.ElseList, f)
+	case *parse.WithNode:
+		return anyNode(n.Pipe, f) || anyNode(n.List, f) || anyNode(n.ElseList, f)
+	case *parse.TemplateNode:
+		return anyNode(n.Pipe, f)
+	case *parse.PipeNode:
+		return slices.ContainsFunc(n.Cmds, func(c *parse.CommandNode) bool { return anyNode(c, f) })
+	case *parse.CommandNode:
+		return slices.ContainsFunc(n.Args, func(c parse.Node) bool { return anyNode(c, f) })
+	case *parse.ChainNode:
+		return anyNode(n.Node, f)
+	}
+	return false
 }
 
 // canRepeat reports whether any template associated with t has a range or a template call:
@@ -152,7 +296,7 @@ func repeats(node parse.Node) bool {
 // instrumented reports whether parseTemplate instrumented t, whose executions then need a
 // budget.
 func instrumented(t *template.Template) bool {
-	return t.Tree != nil && t.Root != nil && len(t.Root.Nodes) > 0 && t.Root.Nodes[0] == callNode
+	return t.Tree != nil && t.Root != nil && len(t.Root.Nodes) > 0 && isCallAction(t.Root.Nodes[0])
 }
 
 // instrument counts a step at the start of every range body below node.
@@ -175,90 +319,9 @@ func instrument(node parse.Node) {
 		instrument(n.List)
 		instrument(n.ElseList)
 		if n.List != nil {
-			n.List.Nodes = append([]parse.Node{iterationNode}, n.List.Nodes...)
+			n.List.Nodes = append([]parse.Node{stepAction(iterationFunc, stepCost(n.List))}, n.List.Nodes...)
 		}
 	}
-}
-
-// The errors that stop an execution that loops or recurses too long.
-var (
-	errIterationsExceeded = fmt.Errorf("more than %d range iterations", maxRangeIterations)
-	errCallsExceeded      = fmt.Errorf("more than %d template calls", maxTemplateCalls)
-	errTimeExceeded       = fmt.Errorf("execution took longer than %s", maxExecutionTime)
-)
-
-// budget is what one execution has spent.
-type budget struct {
-	iterations, calls int
-	deadline          time.Time
-}
-
-func (b *budget) iteration() (string, error) {
-	b.iterations++
-	if b.iterations > maxRangeIterations {
-		return "", errIterationsExceeded
-	}
-	return "", b.checkTime(b.iterations)
-}
-
-func (b *budget) call() (string, error) {
-	b.calls++
-	if b.calls > maxTemplateCalls {
-		return "", errCallsExceeded
-	}
-	return "", b.checkTime(b.calls)
-}
-
-// checkTime reads the clock every 64 steps only: it costs more than a step.
-func (b *budget) checkTime(n int) error {
-	if n%64 == 0 && time.Now().After(b.deadline) {
-		return errTimeExceeded
-	}
-	return nil
-}
-
-// printfWidth finds the width and precision of printf verbs.
-var printfWidth = regexp.MustCompile(`%[-+# 0]*(\*|\d*)(?:\.(\*|\d*))?`)
-
-// boundedPrintf is fmt.Sprintf with widths and precisions of at most two digits, so that a
-// format such as "%0999999999d" cannot allocate a gigabyte, and with a bounded result, so that
-// a variable cannot be doubled until memory runs out.
-func boundedPrintf(format string, args ...any) (string, error) {
-	for _, m := range printfWidth.FindAllStringSubmatch(format, -1) {
-		for _, n := range m[1:] {
-			if n == "*" || len(n) > 2 {
-				return "", fmt.Errorf("printf width or precision %q too large", m[0])
-			}
-		}
-	}
-	return checkLength(fmt.Sprintf(format, args...))
-}
-
-// bounded wraps a builtin printing function so that its result is bounded.
-func bounded(f func(...any) string) func(...any) (string, error) {
-	return func(args ...any) (string, error) { return checkLength(f(args...)) }
-}
-
-func checkLength(s string) (string, error) {
-	if len(s) > maxRenderedBytes {
-		return "", errOutputTooLong
-	}
-	return s, nil
-}
-
-// errOutputTooLong is returned when a template produces more than maxRenderedBytes.
-var errOutputTooLong = fmt.Errorf("output longer than %d bytes", maxRenderedBytes)
-
-// boundedBuffer fails writes past maxRenderedBytes, which stops template execution early.
-type boundedBuffer struct {
-	bytes.Buffer
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxRenderedBytes {
-		return 0, errOutputTooLong
-	}
-	return b.Buffer.Write(p)
 }
 
 // execute renders t over data within the limits above.
@@ -268,21 +331,26 @@ func execute(t *compiledTemplate, data *templateData) (string, error) {
 			return out, nil
 		}
 	}
-	// The counters of an instrumented template are bound per execution: a clone shares the
-	// parsed trees and only copies the function table. Cloning costs as much as executing a
-	// typical template, so templates that cannot repeat a node skip it.
+	// The budget is bound per execution: a clone shares the parsed trees and only copies the
+	// function table, and clones are reused. Templates that need no budget skip it.
 	run := t.Template
-	if instrumented(run) {
-		b := &budget{deadline: time.Now().Add(maxExecutionTime)}
-		var err error
-		if run, err = t.Clone(); err != nil {
-			return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
+	if t.budgeted {
+		r, _ := t.runs.Get().(*budgetedRun)
+		if r == nil {
+			clone, err := t.Clone()
+			if err != nil {
+				return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
+			}
+			r = &budgetedRun{Template: clone, budget: newBudget()}
+			clone.Funcs(r.budget.funcs())
 		}
-		run.Funcs(template.FuncMap{iterationFunc: b.iteration, callFunc: b.call})
+		r.budget.reset()
+		defer t.runs.Put(r)
+		run = r.Template
 	}
 	var out boundedBuffer
 	if err := run.Execute(&out, data); err != nil {
-		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded} {
+		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded, errMemoryExceeded} {
 			if errors.Is(err, limit) {
 				return "", fmt.Errorf("rendering %s: %w", t.Name(), limit)
 			}

@@ -114,6 +114,9 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 // the data lacks, a template that is not defined, a wrong number of arguments. A map key that
 // is missing is no error: labels and annotations vary from pod to pod.
 func validateTemplate(p *field.Path, text string, sample *templateData) (*template.Template, *field.Error) {
+	if len(text) > maxTemplateBytes {
+		return nil, field.TooLong(p, "", maxTemplateBytes)
+	}
 	t, err := parseTemplate(p.String(), text)
 	if err != nil {
 		return nil, field.Invalid(p, text, err.Error())
@@ -125,14 +128,16 @@ func validateTemplate(p *field.Path, text string, sample *templateData) (*templa
 }
 
 // isTemplateError reports whether an execution error over the complete sample is the
-// template's fault whatever the pod: it names something that does not exist, or it loops or
-// recurses beyond the bounds on data smaller than any real pod's.
+// template's fault whatever the pod: it names something that does not exist, prints a value
+// whose printed size nothing bounds, gives printf a width it refuses, or loops, recurses or
+// builds strings beyond the bounds on data smaller than any real pod's.
 func isTemplateError(err error) bool {
-	if errors.Is(err, errIterationsExceeded) || errors.Is(err, errCallsExceeded) {
+	if errors.Is(err, errIterationsExceeded) || errors.Is(err, errCallsExceeded) || errors.Is(err, errMemoryExceeded) {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"can't evaluate field", "no such template", "not defined", "wrong number of args"} {
+	for _, s := range []string{"can't evaluate field", "no such template", "not defined", "wrong number of args",
+		"cannot print a value of type", "printf width or precision"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -174,7 +179,7 @@ func leadingText(t *template.Template) string {
 	for _, n := range t.Root.Nodes {
 		text, ok := n.(*parse.TextNode)
 		if !ok {
-			if n == callNode {
+			if isCallAction(n) {
 				continue
 			}
 			break
@@ -187,7 +192,7 @@ func leadingText(t *template.Template) string {
 // literalText returns a template's text when it has no action at all.
 func literalText(t *template.Template) (string, bool) {
 	for _, n := range t.Root.Nodes {
-		if _, ok := n.(*parse.TextNode); !ok && n != callNode {
+		if _, ok := n.(*parse.TextNode); !ok && !isCallAction(n) {
 			return "", false
 		}
 	}

@@ -1,0 +1,246 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package render
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"text/template"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+)
+
+// allocationSlack is what one render may allocate beyond maxAllocatedBytes: text/template's
+// own walk, the clone of a template on its first execution, the entry and its errors.
+const allocationSlack = 256 << 10
+
+// bigAnnotation is as large as the API server lets all of a pod's annotations be together.
+const bigAnnotation = 256<<10 - 64
+
+// hostilePod is a pod whose data is as large as a pod's may be: an annotation of 256 KiB, made
+// of the characters html and js expand most, and a thousand labels.
+func hostilePod() *corev1.Pod {
+	pod := testPod()
+	pod.Annotations = map[string]string{"big": strings.Repeat("<", bigAnnotation)}
+	for i := range 1000 {
+		pod.Labels[fmt.Sprintf("label-%04d", i)] = strings.Repeat("v", 63)
+	}
+	return pod
+}
+
+// renderAllocation renders a pod entry whose SPIFFE ID template is tmpl and returns the bytes
+// the render allocated: the process's, measured around the one render, after a collection.
+func renderAllocation(t testing.TB, r *Renderer, tmpl string, pod *corev1.Pod) (uint64, error) {
+	t.Helper()
+	clusterSPIFFEID := testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: tmpl})
+	node := testNode()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := r.PodEntry(clusterSPIFFEID, pod, node, nil)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, err
+}
+
+// args repeats arg n times, separated by spaces, for a call with n arguments.
+func args(arg string, n int) string {
+	return strings.TrimSpace(strings.Repeat(arg+" ", n))
+}
+
+// TestHostileTemplatesStayWithinTheMemoryBudget renders templates that build strings far
+// larger than anything they can output, from a pod as large as the API server admits. Each
+// must be refused, and allocate no more than the budget: the functions that build strings
+// must refuse before they build, not check the length of what they built.
+func TestHostileTemplatesStayWithinTheMemoryBudget(t *testing.T) {
+	const big = `{{ $s := index .PodMeta.Annotations "big" }}`
+	pod := hostilePod()
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	for _, tc := range []struct {
+		name, template string
+		// want is the error the render must fail with.
+		want error
+	}{
+		{"printf with many big arguments", big + `{{ printf "` + strings.Repeat("%s", 100) + `" ` + args("$s", 100) + ` }}`, errMemoryExceeded},
+		{"printf formatting one argument many times", big + `{{ printf "` + strings.Repeat("%[1]s", 100) + `" $s }}`, errMemoryExceeded},
+		{"printf with an argument width", `{{ printf "` + strings.Repeat("%[2]*[1]d", 100) + `" 0 99999 }}`, nil},
+		{"printf with an argument precision", `{{ printf "` + strings.Repeat("%.[2]*[1]d", 100) + `" 0 99999 }}`, nil},
+		{"printf with a width after an index", `{{ printf "` + strings.Repeat("%.[1]99999d", 100) + `" 0 }}`, nil},
+		{"nested printf", big + `{{ printf "%s%s" (printf "%s%s" $s $s) (printf "%s%s" $s $s) }}`, errMemoryExceeded},
+		{"print", big + `{{ print ` + args("$s", 100) + ` }}`, errMemoryExceeded},
+		{"println", big + `{{ println ` + args("$s", 100) + ` }}`, errMemoryExceeded},
+		{"html of many arguments", big + `{{ html ` + args("$s", 20) + ` }}`, errMemoryExceeded},
+		{"js of many arguments", big + `{{ js ` + args("$s", 20) + ` }}`, errMemoryExceeded},
+		{"urlquery of many arguments", big + `{{ urlquery ` + args("$s", 20) + ` }}`, errMemoryExceeded},
+		{"html escaping expands", big + `{{ html $s }}`, errOutputTooLong},
+		{"js escaping expands", big + `{{ js $s }}`, errOutputTooLong},
+		{"urlquery escaping expands", big + `{{ urlquery $s }}`, errOutputTooLong},
+		{"escaping in a range", big + `{{ range 5000 }}{{ $x := js (slice $s 0 300) }}{{ end }}`, errMemoryExceeded},
+		{"printf in a range", big + `{{ range 5000 }}{{ $x := printf "%.99s" $s }}{{ end }}`, errMemoryExceeded},
+		{"index and slice in a range", big + `{{ range 5000 }}{{ $x := printf "%s" (slice (index $.PodMeta.Annotations "big") 0 2000) }}{{ end }}`, errMemoryExceeded},
+		{"a variable doubled in a range", `{{ $s := "x" }}{{ range 64 }}{{ $s = printf "%s%s" $s $s }}{{ end }}`, errOutputTooLong},
+		{"a big variable doubled", big + `{{ $s = printf "%s%s" $s $s }}`, errMemoryExceeded},
+		{"the pod's labels printed", `{{ range 5000 }}{{ $x := printf "%.1v" $.PodMeta.Labels }}{{ end }}`, nil},
+		{"the pod's metadata printed", `{{ printf "%v" .PodMeta }}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			allocated, err := renderAllocation(t, r, tc.template, pod)
+			t.Logf("allocated %d KiB: %v", allocated>>10, err)
+			if err == nil {
+				t.Fatalf("rendered a hostile template, want it refused")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+			if allocated > maxAllocatedBytes+allocationSlack {
+				t.Errorf("one render allocated %d KiB, more than the budget of %d KiB and %d KiB to spare", allocated>>10, maxAllocatedBytes>>10, allocationSlack>>10)
+			}
+		})
+	}
+}
+
+// TestTemplateFunctionsPrintAsBefore: the budgeted functions print what text/template's own
+// print. Only their cost changes.
+func TestTemplateFunctionsPrintAsBefore(t *testing.T) {
+	pod := testPod()
+	pod.Labels["n"] = "<a href='x'>&=\x01é"
+	prio := int32(7)
+	pod.Spec.Priority = &prio
+	pod.Spec.Containers = []corev1.Container{{Name: "app", Args: []string{"a", "b c"}}}
+	data := &templateData{TrustDomain: "example.org", PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec, NodeMeta: &testNode().ObjectMeta}
+	for _, text := range []string{
+		`{{ printf "%s/%d/%q/%x/%5.2f/%v/%T" .PodMeta.Name 42 .PodMeta.Name .PodMeta.Name 3.14159 true .PodMeta }}`,
+		`{{ printf "%[2]s-%[1]s %s" "a" "b" }}{{ printf "%s" }}{{ printf "%d" "x" }}{{ printf "%s" "a" "b" 3 }}{{ printf "%!" }}`,
+		`{{ printf "%.3s|%-6s|%06d|%+d|%#x|% x|%U|%c|%08.3f" "abcdef" "ab" 42 5 "hi" "hi" 0x1F600 65 3.5 }}`,
+		`{{ printf "%v %d %s" (index .PodSpec.Containers 0).Args .PodSpec.Priority .PodMeta.UID }}`,
+		`{{ print "a" 1 2 "b" .PodSpec.Priority }}|{{ println "a" 1 2 }}`,
+		`{{ html (index .PodMeta.Labels "n") }}|{{ js (index .PodMeta.Labels "n") }}|{{ urlquery (index .PodMeta.Labels "n") }}`,
+		`{{ html 1 "<" .PodSpec.Priority }}|{{ js .PodSpec.Priority nil }}|{{ urlquery "a b" 2 }}|{{ html }}`,
+		`{{ range $k, $v := .PodMeta.Labels }}{{ printf "%s=%s;" $k $v }}{{ end }}`,
+	} {
+		budgeted, err := parseTemplate("t", text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		builtin := template.Must(template.New("t").Parse(text))
+		var want strings.Builder
+		if err := builtin.Execute(&want, data); err != nil {
+			t.Fatalf("%s: text/template: %v", text, err)
+		}
+		got, err := execute(budgeted, data)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if got != want.String() {
+			t.Errorf("%s:\nrendered %q\nbuiltins %q", text, got, want.String())
+		}
+	}
+}
+
+// TestPrintfBound: the bound printfBound computes before formatting is never below what fmt
+// then writes, and it refuses widths and precisions that would have fmt pad without limit.
+func TestPrintfBound(t *testing.T) {
+	labels := map[string]string{"a": "b", "c": strings.Repeat("d", 100)}
+	n := int32(-5)
+	for _, tc := range []struct {
+		format string
+		args   []any
+	}{
+		{"plain", nil},
+		{"%s %v %q %x %X % #x %#v %+q", []any{"é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<"}},
+		{"%99s|%-99.99q|%099d|%.99f|%99.99e|%#99b|%99v", []any{"a", "b", -1, 1e308, 1e308, uint64(1<<64 - 1), complex(1e308, -1e308)}},
+		{"%v %#v %x %q %99s", []any{labels, labels, labels, []string{"a", "b"}, []string{"a", "b"}}},
+		{"%v %s %#v %x %99d", []any{[]byte("abc"), []byte("abc"), []byte("abc"), []byte("abc"), []byte("abc")}},
+		{"%v %d %p %T", []any{&n, &n, &n, labels}},
+		{"%[3]s %[1]s %[2]s %s %[9]s %[x]s %[1]5d %[1].5d", []any{"a", "b", "c"}},
+		{"%!%z%w%d%s", []any{nil, 1, "x", []int(nil), (*int)(nil), true}},
+		{"%", nil},
+		{"%.", []any{1}},
+		{"%5.", []any{1}},
+		{"%[1]", []any{1}},
+		{"%[2]d %d", []any{1, 2, 3}},
+	} {
+		bound, err := printfBound(tc.format, tc.args, maxAllocatedBytes)
+		if err != nil {
+			t.Errorf("printfBound(%q): %v", tc.format, err)
+			continue
+		}
+		if out := fmt.Sprintf(tc.format, tc.args...); len(out) > bound {
+			t.Errorf("Sprintf(%q) wrote %d bytes, more than its bound %d: %q", tc.format, len(out), bound, out)
+		}
+	}
+	for _, format := range []string{"%999d", "%.999d", "%*d", "%.*d", "%[1]*d", "%.[1]*d", "%[2]*[1]d", "%.[1]999d", "%-0999d"} {
+		if _, err := printfBound(format, []any{1, 2}, maxAllocatedBytes); err == nil {
+			t.Errorf("printfBound(%q) accepted a width or precision that is not two digits", format)
+		}
+	}
+	if _, err := printfBound("%v", []any{&metav1.ObjectMeta{}}, maxAllocatedBytes); err == nil {
+		t.Errorf("printfBound accepted a value whose String method prints it")
+	}
+}
+
+// FuzzPrintfBound checks printfBound against fmt over arbitrary formats: a format it accepts
+// never makes fmt write more than the bound.
+func FuzzPrintfBound(f *testing.F) {
+	for _, s := range []string{"%s", "%[2]*[1]d", "%.[1]9d", "%-#+ 0x%q", "%[3]v%v%v%v", "%.2s%5.1q%T%p%!", "%U%c%b%o%O%e%E%g%G"} {
+		f.Add(s, "é<\x00ab")
+	}
+	f.Fuzz(func(t *testing.T, format, s string) {
+		args := []any{s, -12345, 3.5e300, true, []string{s, s}, map[string]int{s: 1}, []byte(s), uint8(255), complex(1, 2), nil}
+		bound, err := printfBound(format, args, maxAllocatedBytes)
+		if err != nil {
+			return
+		}
+		if out := fmt.Sprintf(format, args...); len(out) > bound {
+			t.Errorf("Sprintf(%q) wrote %d bytes, more than its bound %d", format, len(out), bound)
+		}
+	})
+}
+
+// FuzzTemplateMemory renders arbitrary SPIFFE ID templates over a pod as large as the API
+// server admits, and fails when one render allocates more than the budget.
+func FuzzTemplateMemory(f *testing.F) {
+	for _, s := range []string{
+		`{{ $s := index .PodMeta.Annotations "big" }}{{ printf "%s%s%s%s" $s $s $s $s }}`,
+		`{{ $s := index .PodMeta.Annotations "big" }}{{ js $s $s }}`,
+		`{{ $s := "x" }}{{ range 64 }}{{ $s = printf "%s%s" $s $s }}{{ end }}`,
+		`{{ range 5000 }}{{ $x := printf "%.99s" (index $.PodMeta.Annotations "big") }}{{ end }}`,
+		`{{ range .PodMeta.Labels }}{{ print . . . . }}{{ end }}`,
+		`{{ printf "%[1]s%[1]s%[1]s" (index .PodMeta.Annotations "big") }}`,
+		`{{ urlquery .PodMeta.Annotations }}`,
+	} {
+		f.Add(s)
+	}
+	pod := hostilePod()
+	r, err := NewRenderer(fuzzTrustDomain, "demo", "cluster.local", config.DefaultParentIDTemplate)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tmpl string) {
+		allocated, _ := renderAllocation(t, r, tmpl, pod)
+		if allocated > maxAllocatedBytes+allocationSlack {
+			t.Errorf("one render of %q allocated %d KiB, more than the budget of %d KiB and %d KiB to spare",
+				tmpl, allocated>>10, maxAllocatedBytes>>10, allocationSlack>>10)
+		}
+	})
+}
