@@ -18,6 +18,7 @@ package spire
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,19 +53,21 @@ func Unreachable(err error) bool {
 	if err == nil {
 		return false
 	}
-	switch e := err.(type) {
-	case interface{ Errors() []error }: // k8s.io/apimachinery's Aggregate
-		return allUnreachable(e.Errors())
-	case interface{ Unwrap() []error }: // errors.Join and fmt.Errorf with several %w
-		return allUnreachable(e.Unwrap())
-	case interface{ GRPCStatus() *status.Status }:
-		code := e.GRPCStatus().Code()
+	var joined interface{ Unwrap() []error } // errors.Join, fmt.Errorf with several %w
+	if errors.As(err, &joined) {
+		return allUnreachable(joined.Unwrap())
+	}
+	var aggregate interface{ Errors() []error } // k8s.io/apimachinery's Aggregate
+	if errors.As(err, &aggregate) {
+		return allUnreachable(aggregate.Errors())
+	}
+	var withStatus interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &withStatus) {
+		code := withStatus.GRPCStatus().Code()
 		return code == codes.Unavailable || code == codes.DeadlineExceeded
-	case interface{ Unwrap() error }:
-		return Unreachable(e.Unwrap())
 	}
 	// A deadline of the caller's that ended the call before gRPC saw it.
-	return err == context.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 func allUnreachable(errs []error) bool {
