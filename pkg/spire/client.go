@@ -146,14 +146,15 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		// gRPC's default reconnect backoff grows to 2 minutes, which would
-		// leave the controller idle long after SPIRE comes up. A local
-		// socket is cheap to retry.
+		// leave the controller idle long after SPIRE comes up. Changes made
+		// during an outage wait for the reconnection, so it is tried every
+		// second at most: a refused connect costs neither side anything.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
 				BaseDelay:  250 * time.Millisecond,
 				Multiplier: 1.6,
 				Jitter:     0.2,
-				MaxDelay:   5 * time.Second,
+				MaxDelay:   time.Second,
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),

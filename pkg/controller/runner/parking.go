@@ -32,7 +32,7 @@ import (
 // writes.
 const (
 	parkingBaseDelay = 500 * time.Millisecond
-	parkingMaxDelay  = 2 * time.Second
+	parkingMaxDelay  = time.Second
 )
 
 // Parking holds the keys of one queue whose sync failed only because SPIRE could not be
