@@ -1,0 +1,142 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
+)
+
+// TestWebhookRefusesTemplatesPastTheMemoryBudget applies, through a real kube-apiserver that
+// calls the webhook with the controller's own validation, the ClusterSPIFFEID found on a real
+// cluster: a SPIFFE ID template that passes a 2 KiB string to printf a hundred thousand times.
+// It is refused, naming the field, and so is a shorter one that fits the length limit but
+// would allocate past the render budget; an ordinary one is admitted.
+func TestWebhookRefusesTemplatesPastTheMemoryBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real kube-apiserver and spire-server; skipped with -short")
+	}
+	stack := realcluster.NewStack(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	client, err := spire.Dial(ctx, stack.SPIRE.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	port := freePort(t)
+	hook, err := New(Options{
+		ConfigurationName: "spire-webhook",
+		Host:              "127.0.0.1",
+		Port:              port,
+		ID:                &url.URL{Scheme: "spiffe", Host: stack.SPIRE.TrustDomain(), Path: "/spire-controller-manager-webhook"},
+		DNSNames:          []string{"localhost"},
+		Minter:            client.Authority(),
+		KubeClient:        stack.Client,
+		Validators: Validators{
+			ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
+				return render.ValidateClusterSPIFFEID(o, stack.SPIRE.TrustDomain())
+			},
+			ClusterFederatedTrustDomain: func(*spirev1alpha1.ClusterFederatedTrustDomain) field.ErrorList { return nil },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { done <- hook.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "spire-webhook"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "vclusterspiffeid.kb.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				URL: new(fmt.Sprintf("https://localhost:%d%s", port, ClusterSPIFFEIDPath))},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
+					Resources: []string{"clusterspiffeids"}},
+			}},
+			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	create := func(name, template string) error {
+		_, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: template}}, metav1.CreateOptions{})
+		return err
+	}
+	// The API server calls the webhook once it trusts the caBundle the webhook writes.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		err := create("good", "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/{{ printf \"%s\" .PodMeta.Name }}")
+		if err != nil {
+			t.Logf("create good ClusterSPIFFEID: %v", err)
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("a valid ClusterSPIFFEID was never admitted: %v", err)
+	}
+
+	printed := func(n int) string {
+		// It starts with spiffe:// as the CRD's pattern asks, so that the webhook sees it.
+		return `spiffe://{{ $s := "` + strings.Repeat("x", 2048) + `" }}{{ .TrustDomain }}/{{ printf "` +
+			strings.Repeat("%s", n) + `" ` + strings.Repeat("$s ", n) + `}}`
+	}
+	for _, tc := range []struct {
+		name, template, detail string
+	}{
+		{"reported", printed(100000), "Too long"},
+		{"over-budget", printed(1000), "functions would allocate more than"},
+	} {
+		err := create(tc.name, tc.template)
+		if err == nil || !strings.Contains(err.Error(), "spec.spiffeIDTemplate") || !strings.Contains(err.Error(), tc.detail) {
+			msg := fmt.Sprint(err)
+			if len(msg) > 500 {
+				msg = msg[:200] + "…" + msg[len(msg)-300:]
+			}
+			t.Errorf("%s ClusterSPIFFEID: got %s, want a denial naming spec.spiffeIDTemplate with %q", tc.name, msg, tc.detail)
+		}
+	}
+}
