@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,26 +104,7 @@ func newFaultEnv(t *testing.T) *faultEnv {
 // start runs the binary with health and metrics endpoints; it is killed at the end of the test.
 func (e *faultEnv) start() *replica {
 	e.t.Helper()
-	r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1)}
-	mp, hp := freePort(e.t), freePort(e.t)
-	r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
-	r.cmd = exec.Command(e.bin, "--kubeconfig", e.kube.Kubeconfig(), "--config", e.config,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp))
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	if err := r.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { r.exited <- r.cmd.Wait() }()
-	e.t.Cleanup(func() {
-		if r.cmd.ProcessState == nil {
-			_ = r.cmd.Process.Kill()
-			<-r.exited
-		}
-		if e.t.Failed() {
-			e.t.Logf("spire-registrar output:\n%s", r.logs.String())
-		}
-	})
-	return r
+	return startReplica(e.t, e.bin, e.kube.Kubeconfig(), e.config)
 }
 
 func (e *faultEnv) poll(what string, timeout time.Duration, cond func() bool) {

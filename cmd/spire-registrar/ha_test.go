@@ -19,7 +19,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,23 +63,7 @@ leaderElection:
   renewDeadline: 3s
   retryPeriod: 500ms
 `, server.SocketPath(), haLeaseDuration))
-	r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1)}
-	mp, hp := freePort(t), freePort(t)
-	r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
-	r.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--config", config,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp))
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { r.exited <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, r.logs.String())
-		}
-	})
+	r := startReplica(t, bin, kubeconfig, config)
 	return &haReplica{name: name, spire: server, replica: r}
 }
 

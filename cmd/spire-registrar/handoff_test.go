@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -124,25 +123,7 @@ leaderElection:
   renewDeadline: 3s
   retryPeriod: 500ms
 `, server.SocketPath(), lease))
-	start := func(bin string) *replica {
-		r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1)}
-		mp, hp := freePort(t), freePort(t)
-		r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
-		r.cmd = exec.Command(bin, "--kubeconfig", stack.Kube.Kubeconfig(), "--config", config,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp))
-		r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { r.exited <- r.cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = r.cmd.Process.Kill()
-			if t.Failed() {
-				t.Logf("%s output:\n%s", filepath.Base(bin), r.logs.String())
-			}
-		})
-		return r
-	}
+	start := func(bin string) *replica { return startReplica(t, bin, stack.Kube.Kubeconfig(), config) }
 	poll := func(what string, timeout time.Duration, cond func() (bool, error)) {
 		t.Helper()
 		var last error

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,11 +48,42 @@ func freePort(t *testing.T) int {
 
 // replica is one spire-registrar process with its metrics and health endpoints.
 type replica struct {
-	cmd     *exec.Cmd
-	logs    *syncBuffer
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	// exited receives the process's exit once; done is closed then.
 	exited  chan error
+	done    chan struct{}
 	metrics string
 	health  string
+}
+
+// startReplica runs the binary bin with config against the cluster of kubeconfig, serving
+// metrics and health on free ports. The test's end kills it, and shows its output if the test
+// failed.
+func startReplica(t *testing.T, bin, kubeconfig, config string) *replica {
+	t.Helper()
+	r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1), done: make(chan struct{})}
+	mp, hp := freePort(t), freePort(t)
+	r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
+	r.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--config", config,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp))
+	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := r.cmd.Wait()
+		close(r.done)
+		r.exited <- err
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), r.logs.String())
+		}
+	})
+	return r
 }
 
 func get(url string) (int, string) {
@@ -116,26 +148,7 @@ leaderElection:
   renewDeadline: 3s
   retryPeriod: 500ms
 `, spire.SocketPath(), leaseDuration))
-	start := func() *replica {
-		r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1)}
-		mp, hp := freePort(t), freePort(t)
-		r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
-		r.cmd = exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mp), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp))
-		r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { r.exited <- r.cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = r.cmd.Process.Kill()
-			<-r.exited
-			if t.Failed() {
-				t.Logf("replica output:\n%s", r.logs.String())
-			}
-		})
-		return r
-	}
+	start := func() *replica { return startReplica(t, bin, kube.Kubeconfig(), config) }
 	a, b := start(), start()
 
 	poll := func(what string, timeout time.Duration, cond func() bool) {
