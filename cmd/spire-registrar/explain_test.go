@@ -45,7 +45,7 @@ import (
 // TestExplainAgainstRealCluster runs the binary as the controller on a real kube-apiserver and
 // spire-server, breaks things in each way explain knows, and runs the binary again as the
 // kubectl plugin (through kubectl when it is on PATH) to explain each pod: every reason and
-// SPIRE state must be the one set up. With -v the text outputs are logged (the README's
+// SPIRE state must be the one set up. With -v the text outputs are logged (docs/explain.md's
 // examples come from them).
 func TestExplainAgainstRealCluster(t *testing.T) {
 	if testing.Short() {

@@ -21,5 +21,5 @@ limitations under the License.
 // spire-registrar takes over with the same config file, args and env, and SPIRE's own telemetry
 // must count no write; rolling back must not write either, except spire-controller-manager's
 // start-up probe entry. A last swap, with a completed Job pod, must write exactly the one
-// deliberate difference the README lists for it: the delete of that pod's entry.
+// deliberate difference docs/differences.md lists for it: the delete of that pod's entry.
 package dropin
