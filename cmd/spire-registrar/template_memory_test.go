@@ -1,0 +1,156 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
+)
+
+// peakRSS is the process's peak resident set size (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// TestHostileTemplateOverManyPodsCostsNoMemory applies, with no admission webhook in the way, a
+// ClusterSPIFFEID whose template passes a pod's 200 KiB annotation a hundred times to printf,
+// over 20 pods, next to a good ClusterSPIFFEID over the same pods. The binary's peak RSS must
+// stay within a small constant of what it was, the hostile resource must report a render
+// failure for every pod, and the good one's entries must be untouched.
+func TestHostileTemplateOverManyPodsCostsNoMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real kube-apiserver and spire-server")
+	}
+	const pods, maxGrowth = 20, 64 << 20
+	bin := buildBinary(t)
+	stack := realcluster.NewStack(t)
+	client, spireAPI, server := stack.Client, stack.SpireAPI, stack.SPIRE
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	node, err := realcluster.CreateNode(ctx, client, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("a", 200<<10)
+	for i := range pods {
+		if _, err := realcluster.CreatePod(ctx, client, "default", fmt.Sprintf("web-%d", i), node.Name, func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"big": big}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The good template reads the annotation too, so that the pods are cached with it before
+	// the baseline is taken.
+	if _, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "good"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/good/{{ .PodMeta.Name }}/{{ len .PodMeta.Annotations.big }}"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := writeFile(t, fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
+kind: ControllerManagerConfig
+trustDomain: example.org
+clusterName: it
+spireServerSocketPath: %s
+`, server.SocketPath()))
+	r := startReplica(t, bin, stack.Kube.Kubeconfig(), config)
+	poll := func(what string, cond func() (bool, error)) {
+		t.Helper()
+		var last error
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			ok, err := cond()
+			last = err
+			return ok, nil
+		}); err != nil {
+			t.Fatalf("timed out waiting for %s (last: %v)", what, last)
+		}
+	}
+	goodEntries := func() (int, error) {
+		es, err := server.EntryShow(ctx)
+		n := 0
+		for _, e := range es {
+			if strings.Contains(e.SPIFFEID, "/good/") {
+				n++
+			}
+		}
+		return n, err
+	}
+	poll("the good ClusterSPIFFEID's entries", func() (bool, error) { n, err := goodEntries(); return n == pods, err })
+	before := peakRSS(t, r.cmd.Process.Pid)
+
+	args := strings.Repeat(" $s", 100)
+	hostile := "spiffe://{{ .TrustDomain }}/x/{{ $s := .PodMeta.Annotations.big }}{{ printf \"" + strings.Repeat("%s", 100) + "\"" + args + " }}"
+	if _, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostile"},
+		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: hostile},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("the hostile ClusterSPIFFEID to report a render failure for every pod", func() (bool, error) {
+		c, err := spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Get(ctx, "hostile", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := c.Status.Stats
+		return s.PodsSelected == pods && s.PodEntryRenderFailures == pods, fmt.Errorf("stats %+v", s)
+	})
+	after := peakRSS(t, r.cmd.Process.Pid)
+	t.Logf("peak RSS %d MiB before the hostile ClusterSPIFFEID, %d MiB after it rendered for %d pods", before>>20, after>>20, pods)
+	if after-before > maxGrowth {
+		t.Errorf("peak RSS grew by %d MiB, want at most %d MiB", (after-before)>>20, maxGrowth>>20)
+	}
+	if n, err := goodEntries(); err != nil || n != pods {
+		t.Errorf("the good ClusterSPIFFEID has %d entries (err %v), want %d", n, err, pods)
+	}
+	es, err := server.EntryShow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if strings.Contains(e.SPIFFEID, "/x/") {
+			t.Errorf("SPIRE holds an entry of the hostile template: %s", e.SPIFFEID)
+		}
+	}
+}
