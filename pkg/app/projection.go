@@ -127,14 +127,6 @@ func (p *podProjection) generationOf(pod *corev1.Pod) (generation, bool) {
 	return generation{}, false
 }
 
-// setReach makes reach the one projections keep from now on; the pods cached so far keep
-// theirs until they change or the informer lists again.
-func (p *podProjection) setReach(reach render.Reach) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.appendGeneration(reach)
-}
-
 func (p *podProjection) appendGeneration(reach render.Reach) {
 	gens := *p.generations.Load()
 	next := append(slices.Clip(gens), generation{

@@ -130,3 +130,11 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 		})
 	}
 }
+
+// setReach makes reach the one projections keep from now on; the pods cached so far keep
+// theirs until they change or the informer lists again.
+func (p *podProjection) setReach(reach render.Reach) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.appendGeneration(reach)
+}

@@ -34,7 +34,7 @@ import (
 //
 // A resync lists SPIRE without stopping the writes of syncs. While its list is in flight the
 // cache journals every put and remove, and the listed entries replace the content only merged
-// with that journal (see replaceListed), so a write the list missed is not lost and one it
+// with that journal (see replaceIndexed), so a write the list missed is not lost and one it
 // saw before a later remove does not come back.
 //
 // Entries are indexed by the pod UID they are scoped to, so a pod sync reads its current
@@ -73,14 +73,6 @@ func newEntryIndex(size int) entryIndex {
 	}
 }
 
-// replace swaps the whole content for a fresh list.
-func (c *entryCache) replace(entries []*spiretypes.Entry) {
-	idx, in := indexOf(entries)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.entryIndex, c.interner = idx, in
-}
-
 // beginList starts journaling writes for a list that is about to be made.
 func (c *entryCache) beginList() {
 	c.mu.Lock()
@@ -95,17 +87,11 @@ func (c *entryCache) abortList() {
 	c.journal = nil
 }
 
-// replaceListed swaps the content for the entries a list returned, merged with the writes
-// journaled since beginList: a journaled remove wins, and where the list and the journal both
-// hold an entry the higher revision wins (the journal on a tie, being the later echo). The
-// listed entries are indexed outside the lock, so syncs wait only for the merge.
-func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
-	idx, in := indexOf(listed)
-	c.replaceIndexed(idx, in)
-}
-
-// replaceIndexed is replaceListed for entries already indexed, with the interner that
-// compacted them.
+// replaceIndexed swaps the content for the entries a list returned, already indexed and
+// compacted by in, merged with the writes journaled since beginList: a journaled remove wins,
+// and where the list and the journal both hold an entry the higher revision wins (the journal
+// on a tie, being the later echo). The caller indexes the listed entries outside the lock, so
+// syncs wait only for the merge.
 func (c *entryCache) replaceIndexed(idx entryIndex, in *interner) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -123,14 +109,6 @@ func (c *entryCache) replaceIndexed(idx entryIndex, in *interner) {
 	}
 	c.entryIndex, c.interner = idx, in
 	c.journal = nil
-}
-
-func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
-	idx, in := newEntryIndex(len(entries)), newInterner()
-	for _, e := range entries {
-		idx.put(compactEntry(e, in))
-	}
-	return idx, in
 }
 
 // size is how many entries the cache holds.

@@ -29,6 +29,28 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
+// replace swaps the whole content of c for a fresh list, as if no write were journaled.
+func (c *entryCache) replace(entries []*spiretypes.Entry) {
+	idx, in := indexOf(entries)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entryIndex, c.interner = idx, in
+}
+
+// replaceListed is replaceIndexed for entries a list returned, as a resync indexes them.
+func (c *entryCache) replaceListed(listed []*spiretypes.Entry) {
+	idx, in := indexOf(listed)
+	c.replaceIndexed(idx, in)
+}
+
+func indexOf(entries []*spiretypes.Entry) (entryIndex, *interner) {
+	idx, in := newEntryIndex(len(entries)), newInterner()
+	for _, e := range entries {
+		idx.put(compactEntry(e, in))
+	}
+	return idx, in
+}
+
 func staticEntry(id, path string) *spiretypes.Entry {
 	return &spiretypes.Entry{Id: id, SpiffeId: sid(path), ParentId: sid("/spire/server"),
 		Selectors: []*spiretypes.Selector{{Type: "unix", Value: "uid:1"}}}

@@ -95,14 +95,9 @@ func (t *StatusCounters) recordLocked(uid types.UID, outs PodOutcomes) []string 
 	return changed
 }
 
-// ReplaceAll sets the outcomes of every pod at once, as a full resync computes them, and
-// returns the names of the ClusterSPIFFEIDs whose counters may have changed.
-func (t *StatusCounters) ReplaceAll(all map[types.UID]PodOutcomes) []string {
-	return t.replaceAllExcept(all, func(types.UID) bool { return false })
-}
-
-// replaceAllExcept is ReplaceAll for every pod but those keep reports: syncs recorded them
-// while the resync ran, and theirs are the newer outcomes.
+// replaceAllExcept sets the outcomes of every pod at once, as a full resync computes them,
+// but for the pods keep reports: syncs recorded them while the resync ran, and theirs are the
+// newer outcomes. It returns the names of the ClusterSPIFFEIDs whose counters may have changed.
 func (t *StatusCounters) replaceAllExcept(all map[types.UID]PodOutcomes, keep func(types.UID) bool) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

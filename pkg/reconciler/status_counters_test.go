@@ -83,18 +83,18 @@ func TestStatusCountersRecord(t *testing.T) {
 	}
 }
 
-func TestStatusCountersReplaceAll(t *testing.T) {
+func TestStatusCountersReplaceAllExcept(t *testing.T) {
 	c := NewStatusCounters()
 	c.Record("p1", PodOutcomes{"web": OutcomeSet})
 	c.Record("p2", PodOutcomes{"mesh": OutcomeSet})
 	c.Record("p3", PodOutcomes{"db": OutcomeSet})
 
 	// A full resync finds p1 unchanged, p2 gone and p4 new.
-	changed := c.ReplaceAll(map[types.UID]PodOutcomes{
+	changed := c.replaceAllExcept(map[types.UID]PodOutcomes{
 		"p1": {"web": OutcomeSet},
 		"p3": {"db": OutcomeSet},
 		"p4": {"web": OutcomeMasked},
-	})
+	}, func(types.UID) bool { return false })
 	if diff := cmp.Diff([]string{"mesh", "web"}, sorted(changed)); diff != "" {
 		t.Errorf("changed (-want +got):\n%s", diff)
 	}
