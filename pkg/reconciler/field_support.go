@@ -17,8 +17,6 @@ limitations under the License.
 package reconciler
 
 import (
-	"fmt"
-	"slices"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -27,105 +25,21 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// outdatedFields returns the mask of fields in which current differs from desired, or nil
-// when it is up to date. The key fields (SPIFFE ID, parent ID, selectors) are equal by
-// construction and not compared, and neither are fields the server does not keep.
-func outdatedFields(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
-	mask := &spiretypes.EntryMask{
-		X509SvidTtl:   current.GetX509SvidTtl() != desired.GetX509SvidTtl(),
-		JwtSvidTtl:    !unsupported.jwtSVIDTTL && current.GetJwtSvidTtl() != desired.GetJwtSvidTtl(),
-		FederatesWith: !sameSet(current.GetFederatesWith(), desired.GetFederatesWith()),
-		Admin:         current.GetAdmin() != desired.GetAdmin(),
-		Downstream:    current.GetDownstream() != desired.GetDownstream(),
-		// As sets, as spire-controller-manager compares them: an order it does not keep
-		// (Service names, template order across versions) is no reason to write.
-		DnsNames:  !sameSet(current.GetDnsNames(), desired.GetDnsNames()),
-		Hint:      !unsupported.hint && current.GetHint() != desired.GetHint(),
-		StoreSvid: !unsupported.storeSVID && current.GetStoreSvid() != desired.GetStoreSvid(),
-	}
-	if !anyField(mask) {
-		return nil
-	}
-	return mask
-}
-
-// grantsBeyond reports whether current, an entry of desired's key, grants what desired does
-// not: admin or downstream, a trust domain to federate with, or a DNS name. The other fields
-// shape how an identity is issued, not what it may do.
-func grantsBeyond(current, desired *spiretypes.Entry) bool {
-	return (current.GetAdmin() && !desired.GetAdmin()) ||
-		(current.GetDownstream() && !desired.GetDownstream()) ||
-		!subset(current.GetFederatesWith(), desired.GetFederatesWith()) ||
-		!subset(current.GetDnsNames(), desired.GetDnsNames())
-}
-
-// subset reports whether every string of a is in b.
-func subset(a, b []string) bool {
-	for _, s := range a {
-		if !slices.Contains(b, s) {
-			return false
-		}
-	}
-	return true
-}
-
-// anyField reports whether the mask selects any field.
-func anyField(m *spiretypes.EntryMask) bool {
-	return m.SpiffeId || m.ParentId || m.Selectors || m.X509SvidTtl || m.JwtSvidTtl ||
-		m.FederatesWith || m.Admin || m.Downstream || m.DnsNames || m.Hint || m.StoreSvid
-}
-
-// maskKey is a comparable form of a mask, to group updates that share one.
-func maskKey(m *spiretypes.EntryMask) string {
-	return fmt.Sprint(m.SpiffeId, m.ParentId, m.Selectors, m.X509SvidTtl, m.JwtSvidTtl,
-		m.FederatesWith, m.Admin, m.Downstream, m.DnsNames, m.Hint, m.StoreSvid)
-}
-
 // cloneEntry deep-copies an entry, since cached and declared entries are shared.
 func cloneEntry(e *spiretypes.Entry) *spiretypes.Entry {
 	return proto.Clone(e).(*spiretypes.Entry)
 }
 
-// replacementMask is the mask that turns current, an entry of another identity, into desired:
-// the key fields that differ and the outdated fields, never one that already holds its value,
-// so that fields the controller does not manage (SPIRE 1.15's additional attributes) are
-// never touched.
-func replacementMask(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
-	mask := outdatedFields(current, desired, unsupported)
-	if mask == nil {
-		mask = &spiretypes.EntryMask{}
-	}
-	mask.SpiffeId = !proto.Equal(current.GetSpiffeId(), desired.GetSpiffeId())
-	mask.ParentId = !proto.Equal(current.GetParentId(), desired.GetParentId())
-	mask.Selectors = !sameSet(selectorStrings(current), selectorStrings(desired))
-	return mask
-}
-
-func selectorStrings(e *spiretypes.Entry) []string {
-	out := make([]string, 0, len(e.GetSelectors()))
-	for _, s := range e.GetSelectors() {
-		out = append(out, s.GetType()+"\x00"+s.GetValue())
-	}
-	return out
-}
-
-// sameSet compares two string lists ignoring order, as spire-controller-manager compares
-// federatesWith and dnsNames: sorted, duplicates counted.
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
-}
-
-// unsupportedFields are the optional entry fields the connected SPIRE server does not keep.
-// Older servers drop jwtSvidTtl, hint and storeSvid; comparing them would update the same
-// entries at every sync, for ever.
+// unsupportedFields are the optional entry fields the connected SPIRE server does not keep,
+// one bit per row of entryFields. Older servers drop jwtSvidTtl, hint and storeSvid; comparing
+// them would update the same entries at every sync, for ever.
 type unsupportedFields struct {
-	jwtSVIDTTL, hint, storeSVID bool
+	bits uint64
+}
+
+// has reports whether the server does not keep entryFields[i].
+func (u unsupportedFields) has(i int) bool {
+	return u.bits&(1<<i) != 0
 }
 
 // fieldSupport learns which optional fields the server keeps from what it echoes back after
@@ -144,18 +58,15 @@ func (f *fieldSupport) learn(logger klog.Logger, sent, echoed *spiretypes.Entry)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	update := func(name string, flag *bool, sentSet, echoedSet bool) {
-		if !sentSet {
-			return
+	for i, field := range entryFields {
+		if field.isSet == nil || !field.isSet(sent) {
+			continue
 		}
-		if unsupported := !echoedSet; unsupported != *flag {
-			*flag = unsupported
-			logger.Info("Learned whether SPIRE keeps an entry field", "field", name, "kept", !unsupported)
+		if unsupported := !field.isSet(echoed); unsupported != f.unsupported.has(i) {
+			f.unsupported.bits ^= 1 << i
+			logger.Info("Learned whether SPIRE keeps an entry field", "field", field.name, "kept", !unsupported)
 		}
 	}
-	update("jwtSvidTtl", &f.unsupported.jwtSVIDTTL, sent.GetJwtSvidTtl() != 0, echoed.GetJwtSvidTtl() != 0)
-	update("hint", &f.unsupported.hint, sent.GetHint() != "", echoed.GetHint() != "")
-	update("storeSvid", &f.unsupported.storeSVID, sent.GetStoreSvid(), echoed.GetStoreSvid())
 }
 
 // get returns the fields known not to be kept.

@@ -110,8 +110,8 @@ func (w *planWriter) create(ctx context.Context, ds []*render.DeclaredEntry) {
 
 // update sends one batch per distinct mask, since SPIRE takes a single mask per batch.
 func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
-	byMask := map[string][]*EntryUpdate{}
-	var order []string
+	byMask := map[uint64][]*EntryUpdate{}
+	var order []uint64
 	for _, u := range us {
 		k := maskKey(u.Mask)
 		if _, ok := byMask[k]; !ok {

@@ -45,7 +45,7 @@ func logPlan(ctx context.Context, p Plan, dryRun bool) {
 	}
 	for _, u := range p.ToUpdate {
 		logger.Info(verb("Update entry"), "id", u.Current.GetId(), "entry", describe(u.Desired.Entry),
-			"reason", "declared by "+u.Desired.Declarer.Kind+" "+u.Desired.Declarer.Name+"; out of date: "+maskFields(u.Mask))
+			"reason", "declared by "+u.Desired.Declarer.Kind+" "+u.Desired.Declarer.Name+"; out of date: "+strings.Join(maskFields(u.Mask), ","))
 	}
 	for _, e := range p.ToDelete {
 		logger.Info(verb("Delete entry"), "id", e.GetId(), "entry", describe(e),
@@ -64,23 +64,4 @@ func describe(e *spiretypes.Entry) string {
 		selectors = append(selectors, s.GetType()+":"+s.GetValue())
 	}
 	return render.SPIFFEIDString(e.GetSpiffeId()) + " parent=" + render.SPIFFEIDString(e.GetParentId()) + " selectors=" + strings.Join(selectors, ",")
-}
-
-// maskFields names the fields a mask selects.
-func maskFields(m *spiretypes.EntryMask) string {
-	var names []string
-	for _, f := range []struct {
-		set  bool
-		name string
-	}{
-		{m.SpiffeId, "spiffeID"}, {m.ParentId, "parentID"}, {m.Selectors, "selectors"},
-		{m.X509SvidTtl, "x509SVIDTTL"}, {m.JwtSvidTtl, "jwtSVIDTTL"}, {m.FederatesWith, "federatesWith"},
-		{m.Admin, "admin"}, {m.Downstream, "downstream"}, {m.DnsNames, "dnsNames"}, {m.Hint, "hint"},
-		{m.StoreSvid, "storeSVID"},
-	} {
-		if f.set {
-			names = append(names, f.name)
-		}
-	}
-	return strings.Join(names, ",")
 }

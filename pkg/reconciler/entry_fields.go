@@ -1,0 +1,245 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package reconciler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+)
+
+// entryField is one field of SPIRE's Entry that the controller declares and writes.
+type entryField struct {
+	// name is the field's JSON name in SPIRE's API, as protojson, explain and the plan log
+	// spell it.
+	name string
+	// key fields identify an entry (hash of SPIFFE ID, parent ID, selectors): an entry and
+	// its declaration agree on them by construction, so only a replacement compares them.
+	key bool
+	// mask is the field's bit in an EntryMask.
+	mask func(*spiretypes.EntryMask) *bool
+	// differs reports whether a and b hold different values.
+	differs func(a, b *spiretypes.Entry) bool
+	// grants, when set, reports whether a grants through the field what b does not. Fields
+	// without it shape how an identity is issued, not what it may do.
+	grants func(a, b *spiretypes.Entry) bool
+	// isSet, when set, marks a field older servers drop: one sent set and echoed unset is not
+	// kept by the server, and is then never a reason to update.
+	isSet func(*spiretypes.Entry) bool
+	// value prints the field for a person.
+	value func(*spiretypes.Entry) string
+}
+
+// entryFields are the entry fields the controller manages, in the order explain and the plan
+// log list them. A field SPIRE adds to Entry that the controller declares is one more row.
+var entryFields = []entryField{
+	{
+		name: "spiffeId", key: true,
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.SpiffeId },
+		differs: func(a, b *spiretypes.Entry) bool { return !proto.Equal(a.GetSpiffeId(), b.GetSpiffeId()) },
+		value:   func(e *spiretypes.Entry) string { return render.SPIFFEIDString(e.GetSpiffeId()) },
+	},
+	{
+		name: "parentId", key: true,
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.ParentId },
+		differs: func(a, b *spiretypes.Entry) bool { return !proto.Equal(a.GetParentId(), b.GetParentId()) },
+		value:   func(e *spiretypes.Entry) string { return render.SPIFFEIDString(e.GetParentId()) },
+	},
+	{
+		name: "selectors", key: true,
+		mask: func(m *spiretypes.EntryMask) *bool { return &m.Selectors },
+		differs: func(a, b *spiretypes.Entry) bool {
+			return !sameSet(selectorStrings(a, "\x00"), selectorStrings(b, "\x00"))
+		},
+		value: func(e *spiretypes.Entry) string { return setString(selectorStrings(e, ":")) },
+	},
+	{
+		name:    "x509SvidTtl",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.X509SvidTtl },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetX509SvidTtl() != b.GetX509SvidTtl() },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetX509SvidTtl()) },
+	},
+	{
+		name:    "jwtSvidTtl",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.JwtSvidTtl },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetJwtSvidTtl() != b.GetJwtSvidTtl() },
+		isSet:   func(e *spiretypes.Entry) bool { return e.GetJwtSvidTtl() != 0 },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetJwtSvidTtl()) },
+	},
+	{
+		// As a set, as spire-controller-manager compares it: an order it does not keep is no
+		// reason to write.
+		name:    "federatesWith",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.FederatesWith },
+		differs: func(a, b *spiretypes.Entry) bool { return !sameSet(a.GetFederatesWith(), b.GetFederatesWith()) },
+		grants:  func(a, b *spiretypes.Entry) bool { return !subset(a.GetFederatesWith(), b.GetFederatesWith()) },
+		value:   func(e *spiretypes.Entry) string { return setString(e.GetFederatesWith()) },
+	},
+	{
+		name:    "admin",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.Admin },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetAdmin() != b.GetAdmin() },
+		grants:  func(a, b *spiretypes.Entry) bool { return a.GetAdmin() && !b.GetAdmin() },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetAdmin()) },
+	},
+	{
+		name:    "downstream",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.Downstream },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetDownstream() != b.GetDownstream() },
+		grants:  func(a, b *spiretypes.Entry) bool { return a.GetDownstream() && !b.GetDownstream() },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetDownstream()) },
+	},
+	{
+		// As a set: Service names and template order across versions are no reason to write.
+		name:    "dnsNames",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.DnsNames },
+		differs: func(a, b *spiretypes.Entry) bool { return !sameSet(a.GetDnsNames(), b.GetDnsNames()) },
+		grants:  func(a, b *spiretypes.Entry) bool { return !subset(a.GetDnsNames(), b.GetDnsNames()) },
+		value:   func(e *spiretypes.Entry) string { return setString(e.GetDnsNames()) },
+	},
+	{
+		name:    "hint",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.Hint },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetHint() != b.GetHint() },
+		isSet:   func(e *spiretypes.Entry) bool { return e.GetHint() != "" },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprintf("%q", e.GetHint()) },
+	},
+	{
+		name:    "storeSvid",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.StoreSvid },
+		differs: func(a, b *spiretypes.Entry) bool { return a.GetStoreSvid() != b.GetStoreSvid() },
+		isSet:   func(e *spiretypes.Entry) bool { return e.GetStoreSvid() },
+		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetStoreSvid()) },
+	},
+}
+
+// diffMask returns the mask of the fields in which current differs from desired, key fields
+// included when withKey, fields the server does not keep never; nil when there are none.
+func diffMask(current, desired *spiretypes.Entry, unsupported unsupportedFields, withKey bool) *spiretypes.EntryMask {
+	var mask *spiretypes.EntryMask
+	for i, f := range entryFields {
+		if (f.key && !withKey) || unsupported.has(i) || !f.differs(current, desired) {
+			continue
+		}
+		if mask == nil {
+			mask = &spiretypes.EntryMask{}
+		}
+		*f.mask(mask) = true
+	}
+	return mask
+}
+
+// outdatedFields returns the mask of fields in which current, an entry of desired's key,
+// differs from desired, or nil when it is up to date.
+func outdatedFields(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
+	return diffMask(current, desired, unsupported, false)
+}
+
+// replacementMask is the mask that turns current, an entry of another identity, into desired:
+// the fields that differ, never one that already holds its value, so that fields the
+// controller does not manage (SPIRE 1.15's additional attributes) are never touched.
+func replacementMask(current, desired *spiretypes.Entry, unsupported unsupportedFields) *spiretypes.EntryMask {
+	if mask := diffMask(current, desired, unsupported, true); mask != nil {
+		return mask
+	}
+	return &spiretypes.EntryMask{}
+}
+
+// grantsBeyond reports whether current, an entry of desired's key, grants what desired does
+// not: admin or downstream, a trust domain to federate with, or a DNS name.
+func grantsBeyond(current, desired *spiretypes.Entry) bool {
+	return slices.ContainsFunc(entryFields, func(f entryField) bool { return f.grants != nil && f.grants(current, desired) })
+}
+
+// maskFields names the fields a mask selects.
+func maskFields(m *spiretypes.EntryMask) []string {
+	var names []string
+	for _, f := range entryFields {
+		if *f.mask(m) {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
+// maskKey is a comparable form of a mask, to group updates that share one.
+func maskKey(m *spiretypes.EntryMask) uint64 {
+	var key uint64
+	for i, f := range entryFields {
+		if *f.mask(m) {
+			key |= 1 << i
+		}
+	}
+	return key
+}
+
+// FieldChange is one field an update sets: its JSON name in SPIRE's API and its value in
+// SPIRE's entry and in the declared one.
+type FieldChange struct {
+	Field, Current, Desired string
+}
+
+// Changes lists the fields the update sets, in entryFields' order.
+func (u *EntryUpdate) Changes() []FieldChange {
+	var out []FieldChange
+	for _, f := range entryFields {
+		if *f.mask(u.Mask) {
+			out = append(out, FieldChange{Field: f.name, Current: f.value(u.Current), Desired: f.value(u.Desired.Entry)})
+		}
+	}
+	return out
+}
+
+func selectorStrings(e *spiretypes.Entry, sep string) []string {
+	out := make([]string, 0, len(e.GetSelectors()))
+	for _, s := range e.GetSelectors() {
+		out = append(out, s.GetType()+sep+s.GetValue())
+	}
+	return out
+}
+
+// sameSet compares two string lists ignoring order, as spire-controller-manager compares
+// federatesWith and dnsNames: sorted, duplicates counted.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// subset reports whether every string of a is in b.
+func subset(a, b []string) bool {
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// setString prints a list whose order does not count, sorted.
+func setString(s []string) string {
+	return "[" + strings.Join(slices.Sorted(slices.Values(s)), " ") + "]"
+}
