@@ -95,7 +95,10 @@ func (x *Explainer) pod(in PodInput, handled []*render.ClusterSPIFFEID, unhandle
 	if out.Eligible {
 		declared, failures = x.renderer.PodEntries(handled, pod, in.Namespace, in.Node, in.EndpointSlices)
 	}
-	winners, maskedBy := mask(declared)
+	owned, foreign := x.splitOwned(pod, in.SPIREEntries)
+	out.ForeignSPIREEntries = foreign
+	plan := reconciler.Diff(declared, owned)
+	maskedBy := maskedBy(plan)
 	handledVerdicts := []Verdict{}
 	for _, c := range handled {
 		v := x.verdict(c, in, out, declared, failures, maskedBy)
@@ -106,9 +109,7 @@ func (x *Explainer) pod(in PodInput, handled []*render.ClusterSPIFFEID, unhandle
 	}
 	out.ClusterSPIFFEIDs = append(handledVerdicts, unhandled...)
 
-	owned, foreign := x.splitOwned(pod, in.SPIREEntries)
-	out.ForeignSPIREEntries = foreign
-	out.Entries, out.StaleSPIREEntries = compareWithSPIRE(declared, winners, maskedBy, owned)
+	out.Entries, out.StaleSPIREEntries = compareWithSPIRE(declared, owned, plan, maskedBy)
 	out.Summary = summarizePod(out)
 	return out
 }
@@ -284,26 +285,23 @@ func labelString(l map[string]string) string {
 	return "{" + labels.Set(l).String() + "}"
 }
 
-// mask picks, among declared entries of one key, the one written, as the reconciler does:
-// the preferred declarer by render.Declarer.Compare. It returns the winners in declared order,
-// and each loser's winner.
-func mask(declared []*render.DeclaredEntry) ([]*render.DeclaredEntry, map[*render.DeclaredEntry]*render.DeclaredEntry) {
-	byKey := map[render.Key]*render.DeclaredEntry{}
-	for _, d := range declared {
-		if w, ok := byKey[d.Key]; !ok || d.Declarer.Compare(w.Declarer) < 0 {
-			byKey[d.Key] = d
-		}
+// maskedBy maps each masked entry of a plan to the entry of its key that is written.
+func maskedBy(p reconciler.Plan) map[*render.DeclaredEntry]*render.DeclaredEntry {
+	winners := map[render.Key]*render.DeclaredEntry{}
+	for _, d := range p.ToCreate {
+		winners[d.Key] = d
 	}
-	var winners []*render.DeclaredEntry
-	maskedBy := map[*render.DeclaredEntry]*render.DeclaredEntry{}
-	for _, d := range declared {
-		if w := byKey[d.Key]; w != d {
-			maskedBy[d] = w
-		} else {
-			winners = append(winners, d)
-		}
+	for _, u := range p.ToUpdate {
+		winners[u.Desired.Key] = u.Desired
 	}
-	return winners, maskedBy
+	for _, d := range p.InSync {
+		winners[d.Key] = d
+	}
+	out := map[*render.DeclaredEntry]*render.DeclaredEntry{}
+	for _, d := range p.Masked {
+		out[d] = winners[d.Key]
+	}
+	return out
 }
 
 // splitOwned separates the pod's entries the controller owns from the others.
@@ -326,79 +324,54 @@ func (x *Explainer) splitOwned(pod *corev1.Pod, entries []*spiretypes.Entry) ([]
 	return owned, foreign
 }
 
-// compareWithSPIRE finds each winning entry in SPIRE by key, as the reconciler does (among
-// entries of one key the oldest is kept), and returns the rendered entries with their state
-// and the owned entries nothing declares.
-func compareWithSPIRE(declared, winners []*render.DeclaredEntry, maskedBy map[*render.DeclaredEntry]*render.DeclaredEntry,
-	owned []*spiretypes.Entry) ([]RenderedEntry, []Entry) {
-	slices.SortFunc(owned, func(a, b *spiretypes.Entry) int {
-		return cmp.Or(cmp.Compare(a.GetCreatedAt(), b.GetCreatedAt()), cmp.Compare(a.GetId(), b.GetId()))
-	})
-	byKey := map[render.Key]*spiretypes.Entry{}
+// compareWithSPIRE reads the state of each declared entry from the plan a sync of the pod
+// would make, and returns the rendered entries with their state and the owned entries it
+// would delete or rewrite into another identity.
+func compareWithSPIRE(declared []*render.DeclaredEntry, owned []*spiretypes.Entry, plan reconciler.Plan,
+	maskedBy map[*render.DeclaredEntry]*render.DeclaredEntry) ([]RenderedEntry, []Entry) {
+	states := map[*render.DeclaredEntry]RenderedEntry{}
 	var stale []Entry
+	gone := map[*spiretypes.Entry]bool{}
+	for _, e := range plan.ToDelete {
+		gone[e] = true
+		stale = append(stale, entryOf(e))
+	}
+	for _, d := range plan.ToCreate {
+		states[d] = RenderedEntry{State: StateMissing}
+	}
+	for _, u := range plan.ToUpdate {
+		if u.Replaces {
+			// The entry of another identity the sync rewrites: the declared one is missing.
+			gone[u.Current] = true
+			stale = append(stale, entryOf(u.Current))
+			states[u.Desired] = RenderedEntry{State: StateMissing}
+			continue
+		}
+		r := RenderedEntry{State: StateOutdated, SPIREEntryID: u.Current.GetId()}
+		for _, c := range u.Changes() {
+			r.Diff = append(r.Diff, FieldDiff{Field: c.Field, SPIRE: c.Current, Rendered: c.Desired})
+		}
+		states[u.Desired] = r
+	}
+	kept := map[render.Key]*spiretypes.Entry{}
 	for _, e := range owned {
-		if k := render.KeyOf(e); byKey[k] == nil {
-			byKey[k] = e
-		} else {
-			stale = append(stale, entryOf(e))
+		if !gone[e] {
+			kept[render.KeyOf(e)] = e
 		}
 	}
-	wanted := map[render.Key]bool{}
-	for _, d := range winners {
-		wanted[d.Key] = true
+	for _, d := range plan.InSync {
+		states[d] = RenderedEntry{State: StateInSync, SPIREEntryID: kept[d.Key].GetId()}
+	}
+	for d, w := range maskedBy {
+		states[d] = RenderedEntry{State: StateMasked, MaskedBy: w.Declarer.Name}
 	}
 	out := []RenderedEntry{}
 	for _, d := range declared {
-		r := RenderedEntry{ClusterSPIFFEID: d.Declarer.Name, Entry: entryOf(d.Entry)}
-		current := byKey[d.Key]
-		switch w := maskedBy[d]; {
-		case w != nil:
-			r.State, r.MaskedBy = StateMasked, w.Declarer.Name
-		case current == nil:
-			r.State = StateMissing
-		default:
-			r.SPIREEntryID = current.GetId()
-			r.State = StateInSync
-			for _, field := range reconciler.OutdatedFields(current, d.Entry) {
-				r.State = StateOutdated
-				r.Diff = append(r.Diff, FieldDiff{Field: field, SPIRE: fieldValue(current, field), Rendered: fieldValue(d.Entry, field)})
-			}
-		}
+		r := states[d]
+		r.ClusterSPIFFEID, r.Entry = d.Declarer.Name, entryOf(d.Entry)
 		out = append(out, r)
 	}
-	for _, e := range owned {
-		if !wanted[render.KeyOf(e)] {
-			stale = append(stale, entryOf(e))
-		}
-	}
 	return out, stale
-}
-
-// fieldValue prints one field of an entry, by its JSON name, as OutdatedFields names it.
-func fieldValue(e *spiretypes.Entry, field string) string {
-	list := func(s []string) string {
-		s = slices.Sorted(slices.Values(s))
-		return "[" + strings.Join(s, " ") + "]"
-	}
-	switch field {
-	case "x509SvidTtl":
-		return fmt.Sprint(e.GetX509SvidTtl())
-	case "jwtSvidTtl":
-		return fmt.Sprint(e.GetJwtSvidTtl())
-	case "federatesWith":
-		return list(e.GetFederatesWith())
-	case "admin":
-		return fmt.Sprint(e.GetAdmin())
-	case "downstream":
-		return fmt.Sprint(e.GetDownstream())
-	case "dnsNames":
-		return list(e.GetDnsNames())
-	case "hint":
-		return fmt.Sprintf("%q", e.GetHint())
-	case "storeSvid":
-		return fmt.Sprint(e.GetStoreSvid())
-	}
-	return ""
 }
 
 // entryOf converts a SPIRE entry for output.

@@ -417,6 +417,27 @@ func TestStaleAndForeignEntries(t *testing.T) {
 	}
 }
 
+// TestEntryOfAnotherIdentityIsStale checks that when SPIRE holds only an entry of another
+// SPIFFE ID for the pod, which a sync rewrites in place, the rendered entry is missing and the
+// old one is stale.
+func TestEntryOfAnotherIdentityIsStale(t *testing.T) {
+	in := testPod()
+	in.ClusterSPIFFEIDs = a(clusterSPIFFEID("sa", 0))
+	old := webEntry("e1")
+	old.SpiffeId.Path = "/ns/app/sa/old"
+	in.SPIREEntries = a(old)
+	got := testExplainer(t, "").Pod(in)
+	if diff := cmp.Diff([]string{"sa:Missing"}, states(got)); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if got.Entries[0].SPIREEntryID != "" || got.Entries[0].Diff != nil {
+		t.Errorf("missing entry has SPIRE entry %q and diff %v, want neither", got.Entries[0].SPIREEntryID, got.Entries[0].Diff)
+	}
+	if len(got.StaleSPIREEntries) != 1 || got.StaleSPIREEntries[0].ID != "e1" {
+		t.Errorf("stale entries %+v, want e1", got.StaleSPIREEntries)
+	}
+}
+
 // TestPodText checks the human output of a masked entry: aligned fields, the masking winner,
 // and no line ending in blanks.
 func TestPodText(t *testing.T) {

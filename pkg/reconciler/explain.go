@@ -18,39 +18,17 @@ package reconciler
 
 import (
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // This file exposes, for spire-registrar explain, the comparisons the reconciler decides with,
 // so that explain never disagrees with it.
 
-// OutdatedFields names, by their JSON names in SPIRE's API, the fields in which current, an
-// entry SPIRE holds, differs from desired, a declared entry of the same key: the fields a sync
-// would update. It is empty when current is up to date. Every optional field is compared, as
-// against a server that keeps them all.
-func OutdatedFields(current, desired *spiretypes.Entry) []string {
-	mask := outdatedFields(current, desired, unsupportedFields{})
-	if mask == nil {
-		return nil
-	}
-	var fields []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"x509SvidTtl", mask.X509SvidTtl},
-		{"jwtSvidTtl", mask.JwtSvidTtl},
-		{"federatesWith", mask.FederatesWith},
-		{"admin", mask.Admin},
-		{"downstream", mask.Downstream},
-		{"dnsNames", mask.DnsNames},
-		{"hint", mask.Hint},
-		{"storeSvid", mask.StoreSvid},
-	} {
-		if f.set {
-			fields = append(fields, f.name)
-		}
-	}
-	return fields
+// Diff computes the plan a sync would make to turn current into declared, against a server
+// that keeps every optional field. It is pure.
+func Diff(declared []*render.DeclaredEntry, current []*spiretypes.Entry) Plan {
+	return reconcile(declared, current, unsupportedFields{})
 }
 
 // Owns reports whether a reconciler with opts owns an entry: diffs, updates and deletes it.

@@ -19,23 +19,8 @@ package reconciler
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 )
-
-// TestOutdatedFields checks that explain's wrapper names the fields a sync would update, and
-// nothing for an entry that differs only in order.
-func TestOutdatedFields(t *testing.T) {
-	desired := &spiretypes.Entry{X509SvidTtl: 3600, DnsNames: []string{"a", "b"}, FederatesWith: []string{"x.org"}, Hint: "h"}
-	current := &spiretypes.Entry{X509SvidTtl: 60, DnsNames: []string{"b", "a"}, FederatesWith: []string{"x.org"}, Admin: true}
-	if diff := cmp.Diff([]string{"x509SvidTtl", "admin", "hint"}, OutdatedFields(current, desired)); diff != "" {
-		t.Errorf("outdated fields (-want +got):\n%s", diff)
-	}
-	current = &spiretypes.Entry{X509SvidTtl: 3600, DnsNames: []string{"b", "a"}, FederatesWith: []string{"x.org"}, Hint: "h"}
-	if got := OutdatedFields(current, desired); got != nil {
-		t.Errorf("outdated fields of an up-to-date entry: %v, want none", got)
-	}
-}
 
 // TestOwns checks that explain's wrapper applies the entry ID prefix and never owns join-token
 // agent entries.
