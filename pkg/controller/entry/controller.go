@@ -73,7 +73,7 @@ type Options struct {
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
 	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
-	// on a large server (see runner.Every); 0 means runner.DefaultMaxResyncShare.
+	// on a large server (see runner.Loop); 0 means runner.DefaultMaxResyncShare.
 	MaxResyncShare float64
 	// EntryIDPrefix, when set, names the entries this controller owns: "<prefix>.<unique>".
 	// Other entries are invisible to it.

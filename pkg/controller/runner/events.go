@@ -60,11 +60,6 @@ func NewEvents(ctx context.Context, component string, kubeClient clientset.Inter
 	return e
 }
 
-// OnlyLogged reports whether Events stay out of the API.
-func (e *Events) OnlyLogged() bool {
-	return e.sink == nil
-}
-
 // Start begins logging, and unless they are only logged, recording Events to the API.
 func (e *Events) Start() {
 	if e.sink == nil {

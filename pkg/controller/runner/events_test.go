@@ -57,8 +57,8 @@ func TestEventsOnlyLogged(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			kube := k8sfake.NewClientset()
 			events := NewEvents(ctx, "test-events", kube, tc.onlyLog)
-			if got := events.OnlyLogged(); got != tc.onlyLog {
-				t.Errorf("OnlyLogged = %v, want %v", got, tc.onlyLog)
+			if got := events.onlyLogged(); got != tc.onlyLog {
+				t.Errorf("onlyLogged = %v, want %v", got, tc.onlyLog)
 			}
 			events.Start()
 			defer events.Shutdown()
@@ -107,7 +107,7 @@ func TestOnlyLoggedEventsAreLoggedByDefault(t *testing.T) {
 			} else {
 				events = NewEvents(ctx, "test-events", nil, tc.onlyLog)
 			}
-			if !events.OnlyLogged() {
+			if !events.onlyLogged() {
 				t.Fatal("Events would be sent to the API")
 			}
 			events.Start()
@@ -126,4 +126,9 @@ func TestOnlyLoggedEventsAreLoggedByDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onlyLogged reports whether Events stay out of the API.
+func (e *Events) onlyLogged() bool {
+	return e.sink == nil
 }

@@ -36,7 +36,7 @@ const (
 )
 
 // Parking holds the keys of one queue whose sync failed only because SPIRE could not be
-// reached. The queue's own backoff grows to minutes and drops a key after MaxRetries, leaving
+// reached. The queue's own backoff grows to minutes and drops a key after maxRetries, leaving
 // it to the next full resync; a parked key instead waits, without retries, for one probe of
 // SPIRE to succeed, and is then queued again with every other parked key.
 type Parking[T comparable] struct {

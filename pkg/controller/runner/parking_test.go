@@ -29,7 +29,7 @@ import (
 )
 
 // TestUnreachableKeysAreParkedUntilSPIREAnswers: a key that fails only because SPIRE cannot
-// be reached is neither retried with backoff nor dropped after MaxRetries, however long the
+// be reached is neither retried with backoff nor dropped after maxRetries, however long the
 // outage; it is queued again once a probe finds SPIRE answering. A refusal is not parked.
 func TestUnreachableKeysAreParkedUntilSPIREAnswers(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
@@ -53,8 +53,8 @@ func TestUnreachableKeysAreParkedUntilSPIREAnswers(t *testing.T) {
 	if queue.Len() != 0 || queue.NumRequeues("pod-a") != 0 {
 		t.Fatalf("an unreachable key stayed in the queue (len %d, requeues %d), want it parked", queue.Len(), queue.NumRequeues("pod-a"))
 	}
-	// Far more probe failures than MaxRetries: the key is still held.
-	for range 2 * MaxRetries {
+	// Far more probe failures than maxRetries: the key is still held.
+	for range 2 * maxRetries {
 		(<-probes) <- status.Error(codes.Unavailable, "still down")
 	}
 	if queue.Len() != 0 {

@@ -26,11 +26,11 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
-// MeteredResync wraps a full resync so that every run is counted by result in
+// meteredResync wraps a full resync so that every run is counted by result in
 // full_resyncs_total, and every successful one sets last_full_resync_timestamp_seconds and
 // last_full_resync_duration_seconds, all labelled with the controller's name. Run wraps the
 // resync it is given, so that every controller records the same metrics.
-func MeteredResync(controller string, resync func(context.Context) error) func(context.Context) error {
+func meteredResync(controller string, resync func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		start := time.Now()
 		err := resync(ctx)
@@ -66,7 +66,7 @@ func UntilSucceeded(ctx context.Context, resync func(context.Context) error) boo
 // otherwise list SPIRE back to back.
 const DefaultMaxResyncShare = 0.1
 
-// Every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
+// every runs resync every interval (jittered, so replicas of many clusters sharing one SPIRE
 // server spread their lists), the first time one interval from now, until ctx ends. A failed
 // resync is retried at the next interval; meanwhile events are handled from the caches.
 //
@@ -74,11 +74,11 @@ const DefaultMaxResyncShare = 0.1
 // (0 means DefaultMaxResyncShare, 1 or more never stretches): a resync that took d is followed
 // by at least d×(1/maxShare−1) of rest. Out-of-band changes are then repaired a little later
 // on a large server, instead of SPIRE serving full lists without pause.
-func Every(ctx context.Context, interval time.Duration, maxShare float64, resync func(context.Context) error) {
+func every(ctx context.Context, interval time.Duration, maxShare float64, resync func(context.Context) error) {
 	logger := klog.FromContext(ctx)
 	var last time.Duration
 	for {
-		pause := RestAfter(interval, maxShare, last)
+		pause := restAfter(interval, maxShare, last)
 		if pause > interval {
 			logger.V(2).Info("Full resync interval stretched to bound the share of time resyncs take", "interval", interval, "lastResync", last, "wait", pause)
 		}
@@ -97,9 +97,9 @@ func Every(ctx context.Context, interval time.Duration, maxShare float64, resync
 	}
 }
 
-// RestAfter is the wait before the next full resync: interval, stretched so that a resync
+// restAfter is the wait before the next full resync: interval, stretched so that a resync
 // that took last is at most maxShare of the time.
-func RestAfter(interval time.Duration, maxShare float64, last time.Duration) time.Duration {
+func restAfter(interval time.Duration, maxShare float64, last time.Duration) time.Duration {
 	if maxShare <= 0 {
 		maxShare = DefaultMaxResyncShare
 	}

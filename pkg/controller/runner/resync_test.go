@@ -65,7 +65,7 @@ func TestMeteredResyncMetrics(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	const controller = "test-metered-resync"
 	fail := true
-	resync := MeteredResync(controller, func(context.Context) error {
+	resync := meteredResync(controller, func(context.Context) error {
 		if fail {
 			return errors.New("SPIRE is down")
 		}
@@ -110,8 +110,8 @@ func TestRestAfterBoundsTheShareOfResyncs(t *testing.T) {
 		{"a share of 1 never stretches", 100 * time.Millisecond, 1, time.Minute, 100 * time.Millisecond},
 		{"before the first periodic resync", 10 * time.Second, 0.1, 0, 10 * time.Second},
 	} {
-		if got := RestAfter(tc.interval, tc.share, tc.last); got != tc.want {
-			t.Errorf("%s: RestAfter(%v, %v, %v) = %v, want %v", tc.name, tc.interval, tc.share, tc.last, got, tc.want)
+		if got := restAfter(tc.interval, tc.share, tc.last); got != tc.want {
+			t.Errorf("%s: restAfter(%v, %v, %v) = %v, want %v", tc.name, tc.interval, tc.share, tc.last, got, tc.want)
 		}
 	}
 }

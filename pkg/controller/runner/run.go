@@ -47,10 +47,10 @@ type Loop struct {
 	// resync will need (its SPIRE listing), so that it overlaps their initial lists.
 	Prefetch func(context.Context)
 	// Resync is the full resync against SPIRE. It runs at start, retried with backoff until
-	// it succeeds, then every ResyncInterval. Run records its metrics (see MeteredResync).
+	// it succeeds, then every ResyncInterval. Run records its metrics (see meteredResync).
 	Resync         func(context.Context) error
 	ResyncInterval time.Duration
-	// MaxResyncShare bounds the share of time resyncs take (see Every); 0 is the default.
+	// MaxResyncShare bounds the share of time resyncs take (see every); 0 is the default.
 	MaxResyncShare float64
 	// OnSynced, if set, is called once the first resync succeeded, before the workers start:
 	// from then on the controller is ready.
@@ -102,7 +102,7 @@ func Run(ctx context.Context, l Loop) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.CachesSynced...) {
 		return
 	}
-	resync := MeteredResync(l.Name, l.Resync)
+	resync := meteredResync(l.Name, l.Resync)
 	if !UntilSucceeded(ctx, resync) {
 		return
 	}
@@ -116,7 +116,7 @@ func Run(ctx context.Context, l Loop) {
 			wg.Go(func() { wait.UntilWithContext(ctx, w.Work, time.Second) })
 		}
 	}
-	wg.Go(func() { Every(ctx, l.ResyncInterval, l.MaxResyncShare, resync) })
+	wg.Go(func() { every(ctx, l.ResyncInterval, l.MaxResyncShare, resync) })
 
 	<-ctx.Done()
 }

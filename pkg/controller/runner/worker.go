@@ -29,9 +29,9 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
-// MaxRetries is how often a key is retried before it is dropped and left to the next full
+// maxRetries is how often a key is retried before it is dropped and left to the next full
 // resync. With NewQueue's backoff that is about five minutes of retrying.
-const MaxRetries = 15
+const maxRetries = 15
 
 // NewQueue makes a named (hence metered) rate-limited queue. Retries back off exponentially
 // from 10ms, so a brief SPIRE hiccup or a stale cache costs little, to 5 minutes, so a long
@@ -76,7 +76,7 @@ func processNext[T comparable](ctx context.Context, controller, kind string, que
 }
 
 // handleErr forgets a key that synced, parks one that failed only because SPIRE could not be
-// reached, retries any other failure with backoff, and drops it after MaxRetries: the next
+// reached, retries any other failure with backoff, and drops it after maxRetries: the next
 // full resync will pick it up again, so a dropped key is delayed, not lost.
 func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], parking *Parking[T], key T, err error) {
 	if err == nil {
@@ -88,11 +88,11 @@ func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimit
 		parking.park(key)
 		return
 	}
-	if queue.NumRequeues(key) < MaxRetries {
+	if queue.NumRequeues(key) < maxRetries {
 		klog.FromContext(ctx).V(2).Info("Sync failed, retrying", "err", err)
 		queue.AddRateLimited(key)
 		return
 	}
 	queue.Forget(key)
-	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after retries; the next resync will retry it", "retries", MaxRetries)
+	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after retries; the next resync will retry it", "retries", maxRetries)
 }

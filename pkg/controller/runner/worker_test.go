@@ -31,7 +31,7 @@ func instantQueue() workqueue.TypedRateLimitingInterface[string] {
 	return workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0))
 }
 
-// TestKeyIsDroppedAfterMaxRetries: a key that never syncs is retried MaxRetries times, then
+// TestKeyIsDroppedAfterMaxRetries: a key that never syncs is retried maxRetries times, then
 // dropped (forgotten, not requeued) and left to the next full resync.
 func TestKeyIsDroppedAfterMaxRetries(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
@@ -45,13 +45,13 @@ func TestKeyIsDroppedAfterMaxRetries(t *testing.T) {
 
 	queue.Add("pod-a")
 	for queue.Len() > 0 {
-		if syncs > 2*MaxRetries {
+		if syncs > 2*maxRetries {
 			t.Fatalf("still retrying after %d syncs", syncs)
 		}
 		processNext(ctx, "test-controller", "pod", queue, nil, failing)
 	}
-	if want := MaxRetries + 1; syncs != want {
-		t.Errorf("synced %d times, want %d: the first attempt and %d retries", syncs, want, MaxRetries)
+	if want := maxRetries + 1; syncs != want {
+		t.Errorf("synced %d times, want %d: the first attempt and %d retries", syncs, want, maxRetries)
 	}
 	if n := queue.NumRequeues("pod-a"); n != 0 {
 		t.Errorf("dropped key still has %d requeues recorded, want it forgotten", n)
