@@ -42,7 +42,7 @@ func (r *Reconciler) finalize(ctx context.Context, p Plan) (map[render.Key]error
 	w.create(ctx, p.ToCreate)
 	w.update(ctx, p.ToUpdate)
 	w.delete(ctx, append(p.ToDelete, w.revoke...))
-	if n := len(p.ToCreate) + len(p.ToUpdate) + len(p.ToDelete); n > 0 {
+	if p.writes() > 0 {
 		klog.FromContext(ctx).V(2).Info("Applied entry plan",
 			"created", len(p.ToCreate), "updated", len(p.ToUpdate), "deleted", len(p.ToDelete), "errors", len(w.errs))
 	}

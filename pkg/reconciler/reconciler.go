@@ -28,6 +28,7 @@ package reconciler
 import (
 	"cmp"
 	"context"
+	"iter"
 	"maps"
 	"slices"
 	"sync"
@@ -221,29 +222,14 @@ func outcomes(p Plan, failures map[render.Key]error, renderFailures map[types.UI
 			byPod[uid][name] = OutcomeRenderFailure
 		}
 	}
-	set := func(d *render.DeclaredEntry, o Outcome) {
+	for d, o := range p.Outcomes(failures) {
 		if d.Declarer.Kind != render.KindClusterSPIFFEID {
-			return
-		}
-		if o == OutcomeSet && failures[d.Key] != nil {
-			o = OutcomeEntryFailure
+			continue
 		}
 		if byPod[d.Declarer.PodUID] == nil {
 			byPod[d.Declarer.PodUID] = PodOutcomes{}
 		}
 		byPod[d.Declarer.PodUID][d.Declarer.Name] = o
-	}
-	for _, d := range p.ToCreate {
-		set(d, OutcomeSet)
-	}
-	for _, u := range p.ToUpdate {
-		set(u.Desired, OutcomeSet)
-	}
-	for _, d := range p.InSync {
-		set(d, OutcomeSet)
-	}
-	for _, d := range p.Masked {
-		set(d, OutcomeMasked)
 	}
 	return byPod
 }
@@ -260,6 +246,40 @@ type Plan struct {
 	InSync []*render.DeclaredEntry
 	// Masked are declared entries that lose to an older declarer of the same entry.
 	Masked []*render.DeclaredEntry
+}
+
+// Outcomes yields every declared entry of the plan with what became of it, given the write
+// failures of the plan: OutcomeSet when SPIRE holds it as declared, OutcomeEntryFailure when
+// its write failed, OutcomeMasked when an older declarer of the same entry wins.
+func (p Plan) Outcomes(failures map[render.Key]error) iter.Seq2[*render.DeclaredEntry, Outcome] {
+	return func(yield func(*render.DeclaredEntry, Outcome) bool) {
+		set := func(d *render.DeclaredEntry) bool {
+			if failures[d.Key] != nil {
+				return yield(d, OutcomeEntryFailure)
+			}
+			return yield(d, OutcomeSet)
+		}
+		for _, d := range p.ToCreate {
+			if !set(d) {
+				return
+			}
+		}
+		for _, u := range p.ToUpdate {
+			if !set(u.Desired) {
+				return
+			}
+		}
+		for _, d := range p.InSync {
+			if !set(d) {
+				return
+			}
+		}
+		for _, d := range p.Masked {
+			if !yield(d, OutcomeMasked) {
+				return
+			}
+		}
+	}
 }
 
 // EntryUpdate rewrites current with desired's fields; the mask says which.

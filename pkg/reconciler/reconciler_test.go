@@ -17,6 +17,7 @@ limitations under the License.
 package reconciler
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -273,5 +274,28 @@ func TestReconcileDoesNotModifyInputs(t *testing.T) {
 		if diff := cmp.Diff(declaredCopy[i], *d, protocmp.Transform()); diff != "" {
 			t.Errorf("reconcile modified declared entry %d (-before +after):\n%s", i, diff)
 		}
+	}
+}
+
+// TestPlanOutcomes checks what becomes of each declared entry of a plan: set when it is in
+// sync or written, failed when its write failed, masked when an older declarer wins.
+func TestPlanOutcomes(t *testing.T) {
+	current := []*spiretypes.Entry{podEntry("e1", "p1", "/a"), podEntry("e2", "p2", "/b")}
+	declared := []*render.DeclaredEntry{
+		declare(podEntry("", "p1", "/a"), "insync", time.Hour, "p1"),
+		declare(podEntry("", "p1", "/a"), "masked", 0, "p1"),
+		declare(podEntry("", "p2", "/b", "x.example"), "updated", 0, "p2"),
+		declare(podEntry("", "p3", "/c"), "created", 0, "p3"),
+		declare(podEntry("", "p4", "/d"), "failed", 0, "p4"),
+	}
+	p := reconcile(declared, current, unsupportedFields{})
+	failures := map[render.Key]error{declared[4].Key: errors.New("refused")}
+	got := map[string]Outcome{}
+	for d, o := range p.Outcomes(failures) {
+		got[d.Declarer.Name] = o
+	}
+	want := map[string]Outcome{"insync": OutcomeSet, "masked": OutcomeMasked, "updated": OutcomeSet, "created": OutcomeSet, "failed": OutcomeEntryFailure}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
 }

@@ -125,28 +125,15 @@ type clusterStaticEntryOutcome struct {
 // in a sync.
 func clusterStaticEntryOutcomes(res reconciler.Result) map[string]clusterStaticEntryOutcome {
 	out := map[string]clusterStaticEntryOutcome{}
-	add := func(d *render.DeclaredEntry, masked bool) {
+	for d, o := range res.Plan.Outcomes(res.Failures) {
 		if d.Declarer.Kind != render.KindClusterStaticEntry {
-			return
+			continue
 		}
-		o := clusterStaticEntryOutcome{rendered: true, masked: masked}
-		if !masked {
-			o.err = res.Failures[d.Key]
-			o.set = o.err == nil
+		co := clusterStaticEntryOutcome{rendered: true, masked: o == reconciler.OutcomeMasked, set: o == reconciler.OutcomeSet}
+		if o == reconciler.OutcomeEntryFailure {
+			co.err = res.Failures[d.Key]
 		}
-		out[d.Declarer.Name] = o
-	}
-	for _, d := range res.Plan.ToCreate {
-		add(d, false)
-	}
-	for _, u := range res.Plan.ToUpdate {
-		add(u.Desired, false)
-	}
-	for _, d := range res.Plan.InSync {
-		add(d, false)
-	}
-	for _, d := range res.Plan.Masked {
-		add(d, true)
+		out[d.Declarer.Name] = co
 	}
 	return out
 }
