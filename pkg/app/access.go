@@ -36,7 +36,7 @@ func AdaptToPermissions(ctx context.Context, cc *ControllerContext) {
 	logger := klog.FromContext(ctx)
 	if cc.Config.Reconcile.ClusterSPIFFEIDs {
 		namespace, _ := namespaceScope(cc.Config.CacheNamespaces)
-		readable, err := CanReadEndpointSlices(ctx, cc.KubeClient, namespace)
+		readable, err := canReadEndpointSlices(ctx, cc.KubeClient, namespace)
 		if err != nil {
 			logger.Info("Warning: could not check access to EndpointSlices; reading them", "err", err)
 		} else if !readable {
@@ -44,7 +44,7 @@ func AdaptToPermissions(ctx context.Context, cc *ControllerContext) {
 			cc.ReadEndpoints = true
 		}
 	}
-	writable, err := CanWriteEvents(ctx, cc.KubeClient)
+	writable, err := canWriteEvents(ctx, cc.KubeClient)
 	if err != nil {
 		logger.Info("Warning: could not check access to Events; writing them", "err", err)
 	} else if !writable {
@@ -53,19 +53,19 @@ func AdaptToPermissions(ctx context.Context, cc *ControllerContext) {
 	}
 }
 
-// CanReadEndpointSlices reports whether the credentials may list and watch EndpointSlices in
+// canReadEndpointSlices reports whether the credentials may list and watch EndpointSlices in
 // namespace ("" for all). The official SPIRE Helm chart grants spire-controller-manager's
 // ServiceAccount v1 Endpoints only, so a swapped image may not read them.
-func CanReadEndpointSlices(ctx context.Context, kube clientset.Interface, namespace string) (bool, error) {
+func canReadEndpointSlices(ctx context.Context, kube clientset.Interface, namespace string) (bool, error) {
 	return allowed(ctx, kube, "EndpointSlices may be read",
 		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "list", Group: discoveryv1.GroupName, Resource: "endpointslices"},
 		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "watch", Group: discoveryv1.GroupName, Resource: "endpointslices"})
 }
 
-// CanWriteEvents reports whether the credentials may create and patch Events about
+// canWriteEvents reports whether the credentials may create and patch Events about
 // cluster-scoped resources, which live in the default namespace. The official SPIRE Helm chart
 // grants Events only in the SPIRE server's namespace.
-func CanWriteEvents(ctx context.Context, kube clientset.Interface) (bool, error) {
+func canWriteEvents(ctx context.Context, kube clientset.Interface) (bool, error) {
 	return allowed(ctx, kube, "Events may be written",
 		authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceDefault, Verb: "create", Resource: "events"},
 		authorizationv1.ResourceAttributes{Namespace: metav1.NamespaceDefault, Verb: "patch", Resource: "events"})

@@ -94,17 +94,17 @@ type Controller interface {
 	HasSynced() bool
 }
 
-// Descriptor names a controller and says how to construct it.
-type Descriptor struct {
+// descriptor names a controller and says how to construct it.
+type descriptor struct {
 	Name string
 	// Enabled reports whether the config asks for the controller.
 	Enabled     func(cfg *config.Config) bool
 	Constructor func(ctx context.Context, cc ControllerContext) (Controller, error)
 }
 
-// Descriptors returns every controller spire-registrar has.
-func Descriptors() []Descriptor {
-	return []Descriptor{
+// descriptors returns every controller spire-registrar has.
+func descriptors() []descriptor {
+	return []descriptor{
 		{
 			Name: entry.ControllerName,
 			Enabled: func(cfg *config.Config) bool {
@@ -173,7 +173,7 @@ func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, fu
 	api, release := spireChain(cc)
 	cc.SPIRE = api
 	var controllers []Controller
-	for _, d := range Descriptors() {
+	for _, d := range descriptors() {
 		if !d.Enabled(cc.Config) {
 			klog.FromContext(ctx).Info("Controller disabled by the reconcile setting", "controller", d.Name)
 			continue
@@ -209,7 +209,7 @@ func Run(ctx context.Context, cc ControllerContext, workers int, health *Health)
 	}
 	defer release()
 	if health != nil {
-		health.SetControllers(controllers)
+		health.setControllers(controllers)
 	}
 	cc.KubeInformers.Start(ctx.Done())
 	cc.SpireInformers.Start(ctx.Done())

@@ -24,7 +24,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
 )
 
-// federationControllerName lets Descriptors register the federation controller without
+// federationControllerName lets descriptors register the federation controller without
 // importing its package.
 const federationControllerName = federation.ControllerName
 

@@ -44,8 +44,8 @@ type Health struct {
 	leaseCheck func(*http.Request) error
 }
 
-// SetControllers sets the controllers whose sync readiness waits for.
-func (h *Health) SetControllers(cs []Controller) {
+// setControllers sets the controllers whose sync readiness waits for.
+func (h *Health) setControllers(cs []Controller) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.controllers = cs
@@ -69,16 +69,16 @@ func (h *Health) Ready() error {
 	return nil
 }
 
-// Alive returns why the process should be restarted, or nil.
-func (h *Health) Alive(r *http.Request) error {
+// alive returns why the process should be restarted, or nil.
+func (h *Health) alive(r *http.Request) error {
 	if h.leaseCheck != nil {
 		return h.leaseCheck(r)
 	}
 	return nil
 }
 
-// Handler serves the liveness and readiness endpoints under the given names.
-func (h *Health) Handler(livenessName, readinessName string) http.Handler {
+// handler serves the liveness and readiness endpoints under the given names.
+func (h *Health) handler(livenessName, readinessName string) http.Handler {
 	mux := http.NewServeMux()
 	probe := func(check func(*http.Request) error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func (h *Health) Handler(livenessName, readinessName string) http.Handler {
 			_, _ = w.Write([]byte("ok"))
 		}
 	}
-	mux.Handle("/"+livenessName, probe(h.Alive))
+	mux.Handle("/"+livenessName, probe(h.alive))
 	mux.Handle("/"+readinessName, probe(func(*http.Request) error { return h.Ready() }))
 	return mux
 }

@@ -35,11 +35,11 @@ import (
 // inClusterNamespaceFile holds the pod's namespace when running in a cluster.
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// RunWithLeaderElection runs run while this process holds the Lease, so that of several
+// runWithLeaderElection runs run while this process holds the Lease, so that of several
 // replicas exactly one writes to SPIRE. It returns when ctx is done; if the lease is lost
 // while ctx is still live it returns an error, and the caller should exit so that the
 // process restarts as a standby with fresh caches.
-func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, le config.LeaderElection, health *Health, run func(context.Context)) error {
+func runWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, le config.LeaderElection, health *Health, run func(context.Context)) error {
 	logger := klog.FromContext(ctx)
 	namespace := le.ResourceNamespace
 	if namespace == "" {
@@ -88,7 +88,7 @@ func RunWithLeaderElection(ctx context.Context, kubeClient clientset.Interface, 
 	}
 	// The elector does not wait for OnStartedLeading to return, should it stop on its own
 	// (the Lease lost); this does, so that the controllers have stopped before
-	// RunWithLeaderElection returns.
+	// runWithLeaderElection returns.
 	defer stopRun()
 	stopAfterRun := context.AfterFunc(ctx, func() {
 		stopRun()

@@ -31,8 +31,8 @@ import (
 // verbosity, which shows every V(n) message this module writes.
 const debugVerbosity = 4
 
-// LoggingSettings is the klog verbosity and log format the binary runs with.
-type LoggingSettings struct {
+// logSettings is the klog verbosity and log format the binary runs with.
+type logSettings struct {
 	// Verbosity is klog's -v; VerbosityFromFlag says -v was given and must be kept.
 	Verbosity         int
 	VerbosityFromFlag bool
@@ -46,8 +46,8 @@ type LoggingSettings struct {
 // (--zap-log-level, --zap-encoder) win over the config file's logLevel and logEncoding, and
 // klog's own -v, when given, wins over both. klog filters informational messages by
 // verbosity, not by severity, so warn and error keep verbosity 0, and the note says so.
-func loggingSettings(cfg *config.Config, flags LogFlags, opts *Options, currentVerbosity int) (LoggingSettings, error) {
-	s := LoggingSettings{Verbosity: currentVerbosity, VerbosityFromFlag: opts.IsSet("v"), Format: "text"}
+func loggingSettings(cfg *config.Config, flags LogFlags, opts *Options, currentVerbosity int) (logSettings, error) {
+	s := logSettings{Verbosity: currentVerbosity, VerbosityFromFlag: opts.isSet("v"), Format: "text"}
 	level := cfg.LogLevel
 	if !s.VerbosityFromFlag {
 		switch v, err := zapLevelVerbosity(flags.ZapLogLevel); {
@@ -67,7 +67,7 @@ func loggingSettings(cfg *config.Config, flags LogFlags, opts *Options, currentV
 		}
 	}
 	encoding := cfg.LogEncoding
-	if opts.IsSet("zap-encoder") {
+	if opts.isSet("zap-encoder") {
 		encoding = flags.ZapEncoder
 	}
 	switch encoding {
@@ -78,7 +78,7 @@ func loggingSettings(cfg *config.Config, flags LogFlags, opts *Options, currentV
 		return s, fmt.Errorf("--zap-encoder: unsupported encoding %q, want console or json", encoding)
 	}
 	for _, name := range []string{"zap-devel", "zap-stacktrace-level", "zap-time-encoding"} {
-		if opts.IsSet(name) {
+		if opts.isSet(name) {
 			s.Notes = append(s.Notes, "--"+name+" only changes controller-runtime's zap logger and has no effect here")
 		}
 	}
@@ -107,7 +107,7 @@ func zapLevelVerbosity(level string) (int, error) {
 // for JSON, makes component-base's JSON logger klog's backend, as kube components do. The
 // JSON format must have been registered by the binary (k8s.io/component-base/logs/json/register).
 // Text keeps klog's own output, so every klog flag keeps working.
-func applyLogging(s LoggingSettings, fs *flag.FlagSet) error {
+func applyLogging(s logSettings, fs *flag.FlagSet) error {
 	if s.Format == "text" {
 		if s.VerbosityFromFlag {
 			return nil

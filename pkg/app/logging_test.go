@@ -31,23 +31,23 @@ func TestLoggingSettings(t *testing.T) {
 		name    string
 		config  string
 		args    []string
-		want    LoggingSettings
+		want    logSettings
 		notes   int
 		wantErr bool
 	}{
-		{name: "defaults", want: LoggingSettings{Verbosity: 0, Format: "text"}},
-		{name: "debug", config: "logLevel: debug\n", want: LoggingSettings{Verbosity: 4, Format: "text"}},
-		{name: "json", config: "logEncoding: json\n", want: LoggingSettings{Format: "json"}},
-		{name: "warn is verbosity 0 with a note", config: "logLevel: warn\n", want: LoggingSettings{Format: "text"}, notes: 1},
+		{name: "defaults", want: logSettings{Verbosity: 0, Format: "text"}},
+		{name: "debug", config: "logLevel: debug\n", want: logSettings{Verbosity: 4, Format: "text"}},
+		{name: "json", config: "logEncoding: json\n", want: logSettings{Format: "json"}},
+		{name: "warn is verbosity 0 with a note", config: "logLevel: warn\n", want: logSettings{Format: "text"}, notes: 1},
 		{name: "-v wins over logLevel", config: "logLevel: debug\n", args: []string{"-v=2"},
-			want: LoggingSettings{Verbosity: 2, VerbosityFromFlag: true, Format: "text"}},
+			want: logSettings{Verbosity: 2, VerbosityFromFlag: true, Format: "text"}},
 		{name: "--zap-log-level wins over logLevel", config: "logLevel: debug\n", args: []string{"--zap-log-level=info"},
-			want: LoggingSettings{Verbosity: 0, Format: "text"}},
-		{name: "--zap-log-level integer", args: []string{"--zap-log-level=3"}, want: LoggingSettings{Verbosity: 3, Format: "text"}},
+			want: logSettings{Verbosity: 0, Format: "text"}},
+		{name: "--zap-log-level integer", args: []string{"--zap-log-level=3"}, want: logSettings{Verbosity: 3, Format: "text"}},
 		{name: "--zap-encoder wins over logEncoding", config: "logEncoding: json\n", args: []string{"--zap-encoder=console"},
-			want: LoggingSettings{Format: "text"}},
+			want: logSettings{Format: "text"}},
 		{name: "zap-only flags are noted", args: []string{"--zap-devel=false", "--zap-time-encoding=rfc3339"},
-			want: LoggingSettings{Format: "text"}, notes: 2},
+			want: logSettings{Format: "text"}, notes: 2},
 		{name: "bad --zap-log-level", args: []string{"--zap-log-level=loud"}, wantErr: true},
 		{name: "bad --zap-encoder", args: []string{"--zap-encoder=logfmt"}, wantErr: true},
 	} {
@@ -71,7 +71,7 @@ func TestLoggingSettings(t *testing.T) {
 			if tc.wantErr {
 				return
 			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(LoggingSettings{}, "Notes")); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(logSettings{}, "Notes")); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if len(got.Notes) != tc.notes {

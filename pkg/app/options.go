@@ -111,8 +111,8 @@ func (o *Options) Parsed(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 }
 
-// IsSet reports whether the flag of that name was given.
-func (o *Options) IsSet(name string) bool {
+// isSet reports whether the flag of that name was given.
+func (o *Options) isSet(name string) bool {
 	return o.set[name]
 }
 

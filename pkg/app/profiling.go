@@ -21,9 +21,9 @@ import (
 	"net/http/pprof"
 )
 
-// WithProfiling serves Go's pprof handlers under /debug/pprof/ and everything else with next,
+// withProfiling serves Go's pprof handlers under /debug/pprof/ and everything else with next,
 // the way kube-controller-manager's --profiling adds them to its serving mux.
-func WithProfiling(next http.Handler) http.Handler {
+func withProfiling(next http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -25,7 +25,7 @@ import (
 )
 
 func TestWithProfilingServesHeapProfilesAndMetrics(t *testing.T) {
-	server := httptest.NewServer(WithProfiling(MetricsHandler()))
+	server := httptest.NewServer(withProfiling(MetricsHandler()))
 	defer server.Close()
 
 	get := func(path string) (int, string) {

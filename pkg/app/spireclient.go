@@ -33,11 +33,11 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
-// SVIDWaitTimeout bounds how long DialSPIRE waits for spire-registrar's first X509-SVID from
+// svidWaitTimeout bounds how long DialSPIRE waits for spire-registrar's first X509-SVID from
 // the SPIRE agent's Workload API. The agent answers at once when an entry already selects the
 // process; one that is being created reaches the agent within its sync interval (5 s by
 // default). Past this, start-up fails and the pod, never ready, is restarted.
-var SVIDWaitTimeout = 2 * time.Minute
+var svidWaitTimeout = 2 * time.Minute
 
 // DialSPIRE returns a client for the SPIRE server the config names, with the config's gRPC
 // settings (grpc.maxCallRecvMsgSize): over the local admin socket, or, with
@@ -47,7 +47,7 @@ var SVIDWaitTimeout = 2 * time.Minute
 // Workload API, and accepts only a server presenting the configured SPIFFE ID. The SVID and
 // bundle come from a go-spiffe X509Source that follows the agent's rotations, so a renewed
 // SVID is used from the next handshake on without a restart; closing the client closes the
-// source. DialSPIRE returns only once the source holds an SVID (at most SVIDWaitTimeout), so
+// source. DialSPIRE returns only once the source holds an SVID (at most svidWaitTimeout), so
 // a controller without an identity is never started, hence never ready.
 func DialSPIRE(ctx context.Context, cfg *config.Config) (*spire.Client, error) {
 	var opts []grpc.DialOption
@@ -70,7 +70,7 @@ func DialSPIRE(ctx context.Context, cfg *config.Config) (*spire.Client, error) {
 func dialSPIREOverMTLS(ctx context.Context, cfg *config.Config, opts []grpc.DialOption) (*spire.Client, error) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	source, err := NewX509Source(ctx, cfg.WorkloadAPIAddress, SVIDWaitTimeout)
+	source, err := NewX509Source(ctx, cfg.WorkloadAPIAddress, svidWaitTimeout)
 	if err != nil {
 		return nil, err
 	}

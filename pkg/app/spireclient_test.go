@@ -27,7 +27,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 )
 
-// Without an agent, DialSPIRE over TCP gives up after SVIDWaitTimeout with an error that
+// Without an agent, DialSPIRE over TCP gives up after svidWaitTimeout with an error that
 // names the Workload API socket, instead of starting a controller that has no identity.
 func TestDialSPIREOverMTLSWaitsBoundedForAnSVID(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
@@ -36,9 +36,9 @@ func TestDialSPIREOverMTLSWaitsBoundedForAnSVID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := SVIDWaitTimeout
-	SVIDWaitTimeout = 300 * time.Millisecond
-	defer func() { SVIDWaitTimeout = old }()
+	old := svidWaitTimeout
+	svidWaitTimeout = 300 * time.Millisecond
+	defer func() { svidWaitTimeout = old }()
 
 	start := time.Now()
 	client, err := DialSPIRE(ctx, cfg)
@@ -47,7 +47,7 @@ func TestDialSPIREOverMTLSWaitsBoundedForAnSVID(t *testing.T) {
 		t.Fatal("DialSPIRE succeeded without a SPIRE agent")
 	}
 	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("DialSPIRE took %s, want about SVIDWaitTimeout", took)
+		t.Errorf("DialSPIRE took %s, want about svidWaitTimeout", took)
 	}
 	if !strings.Contains(err.Error(), "unix://"+socket) || !strings.Contains(err.Error(), "X509-SVID") {
 		t.Errorf("error %q does not name the Workload API socket and the missing X509-SVID", err)

@@ -118,14 +118,14 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	if cfg.MetricsBindAddress != config.DisabledAddress {
 		handler := MetricsHandler()
 		if opts.Profiling {
-			handler = WithProfiling(handler)
+			handler = withProfiling(handler)
 		}
 		if _, err := Serve(ctx, "metrics", cfg.MetricsBindAddress, handler); err != nil {
 			return err
 		}
 	}
 	if cfg.HealthProbeBindAddress != config.DisabledAddress {
-		if _, err := Serve(ctx, "health", cfg.HealthProbeBindAddress, health.Handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
+		if _, err := Serve(ctx, "health", cfg.HealthProbeBindAddress, health.handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
 			return err
 		}
 	}
@@ -208,7 +208,7 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
 	}
 
-	if WebhooksEnabled(cfg) {
+	if webhooksEnabled(cfg) {
 		ctx, cancel := context.WithCancel(ctx)
 		webhookDone, err := startWebhook(ctx, cfg, kubeClient, minter)
 		if err != nil {

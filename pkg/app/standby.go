@@ -86,7 +86,7 @@ func runWarmStandby(ctx context.Context, cc ControllerContext, workers int, heal
 	logger.Info("Informer caches synced; asking for the lease", "duration", time.Since(start))
 
 	var runErr error
-	if err := RunWithLeaderElection(ctx, cc.KubeClient, cc.Config.LeaderElection, health, func(ctx context.Context) {
+	if err := runWithLeaderElection(ctx, cc.KubeClient, cc.Config.LeaderElection, health, func(ctx context.Context) {
 		runErr = runLeader(ctx, informerCtx, cc, workers, health)
 	}); err != nil {
 		return err
@@ -104,7 +104,7 @@ func runLeader(ctx, informerCtx context.Context, cc ControllerContext, workers i
 		return err
 	}
 	defer release()
-	health.SetControllers(controllers)
+	health.setControllers(controllers)
 	cc.KubeInformers.Start(informerCtx.Done())
 	cc.SpireInformers.Start(informerCtx.Done())
 	RunControllers(ctx, controllers, workers)

@@ -52,7 +52,7 @@ func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *H
 	}
 	defer release()
 	if health != nil {
-		health.SetControllers(controllers)
+		health.setControllers(controllers)
 	}
 	source.Start(ctx)
 	defer source.Shutdown()

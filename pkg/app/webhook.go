@@ -32,35 +32,35 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/webhook"
 )
 
-// WebhookPath is the path of the serving certificate's SPIFFE ID: spire-controller-manager's,
+// webhookPath is the path of the serving certificate's SPIFFE ID: spire-controller-manager's,
 // so that whatever a user keyed on it (an audit query, a policy) keeps working after a swap.
-const WebhookPath = "/spire-controller-manager-webhook"
+const webhookPath = "/spire-controller-manager-webhook"
 
-// WebhooksEnabled reports whether the admission webhook is to be served: when the config names
+// webhooksEnabled reports whether the admission webhook is to be served: when the config names
 // a ValidatingWebhookConfiguration and ENABLE_WEBHOOKS is not "false", as in
 // spire-controller-manager, whose default is on.
-func WebhooksEnabled(cfg *config.Config) bool {
+func webhooksEnabled(cfg *config.Config) bool {
 	return cfg.ValidatingWebhookConfigurationName != "" && os.Getenv("ENABLE_WEBHOOKS") != "false"
 }
 
-// NewWebhook returns the admission webhook for cfg: served on webhook.host:webhook.port, its
+// newWebhook returns the admission webhook for cfg: served on webhook.host:webhook.port, its
 // certificate minted by the SPIRE server behind minter, validating with the controllers' own
 // rendering and parsing code.
-func NewWebhook(cfg *config.Config, kubeClient clientset.Interface, minter webhook.Minter) (*webhook.Webhook, error) {
+func newWebhook(cfg *config.Config, kubeClient clientset.Interface, minter webhook.Minter) (*webhook.Webhook, error) {
 	return webhook.New(webhook.Options{
 		ConfigurationName: cfg.ValidatingWebhookConfigurationName,
 		Host:              cfg.Webhook.Host,
 		Port:              cfg.Webhook.Port,
-		ID:                &url.URL{Scheme: "spiffe", Host: cfg.TrustDomain.Name(), Path: WebhookPath},
+		ID:                &url.URL{Scheme: "spiffe", Host: cfg.TrustDomain.Name(), Path: webhookPath},
 		Minter:            minter,
 		KubeClient:        kubeClient,
-		Validators:        Validators(cfg),
+		Validators:        validators(cfg),
 	})
 }
 
-// Validators are the checks the webhook runs: the controllers' own, so that what is admitted
+// validators are the checks the webhook runs: the controllers' own, so that what is admitted
 // is what they can reconcile.
-func Validators(cfg *config.Config) webhook.Validators {
+func validators(cfg *config.Config) webhook.Validators {
 	return webhook.Validators{
 		ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
 			return render.ValidateClusterSPIFFEID(o, cfg.TrustDomain.Name())
@@ -75,7 +75,7 @@ func Validators(cfg *config.Config) webhook.Validators {
 // channel closes when it has stopped. It runs on every replica, leader or not, since the
 // webhook's Service sends admission calls to all of them.
 func startWebhook(ctx context.Context, cfg *config.Config, kubeClient clientset.Interface, minter webhook.Minter) (<-chan struct{}, error) {
-	hook, err := NewWebhook(cfg, kubeClient, minter)
+	hook, err := newWebhook(cfg, kubeClient, minter)
 	if err != nil {
 		return nil, err
 	}
