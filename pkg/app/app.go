@@ -34,6 +34,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/static"
 )
@@ -113,7 +114,7 @@ func descriptors() []descriptor {
 			Constructor: newEntryController,
 		},
 		{
-			Name:        federationControllerName,
+			Name:        federation.ControllerName,
 			Enabled:     func(cfg *config.Config) bool { return cfg.Reconcile.ClusterFederatedTrustDomains },
 			Constructor: newFederationController,
 		},

@@ -24,10 +24,6 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
 )
 
-// federationControllerName lets descriptors register the federation controller without
-// importing its package.
-const federationControllerName = federation.ControllerName
-
 // federationController adapts the federation controller to the Controller interface.
 type federationController struct {
 	*federation.Controller
