@@ -18,7 +18,7 @@ limitations under the License.
 // spire-server (on sqlite or on a private PostgreSQL cluster) and spire-controller-manager
 // v0.7.0, started on loopback by pkg/testing/realcluster.
 //
-// The default mode, -mode matrix, is issue 13's scale bench. For every cell of -n × -k ×
+// The default mode, -mode matrix, is the scale bench. For every cell of -n × -k ×
 // -datastores it starts a fresh SPIRE server (a new PostgreSQL database, or sqlite), and
 // measures:
 //
@@ -54,8 +54,9 @@ limitations under the License.
 //
 // For example, one small cell: go run ./hack/bench -n 1000 -k 2 -datastores postgres -scm-max 0.
 //
-// -mode converge is the earlier bench: in the light world, one ClusterSPIFFEID and the
-// controller in-process, writing through spire.BatchingClient (-max-batch, -linger). For each N
+// -mode converge tunes the write path: in the light world, one ClusterSPIFFEID and the
+// controller in-process, writing through spire.BatchingClient (-max-batch, -linger), with the
+// CPU of every component during the bulk and, with -cpuprofile, a CPU profile of it. For each N
 // it measures SPIRE's own write ceiling, then the time from the first of N pod creates until
 // SPIRE holds an entry for every pod; at the largest N also the latency of single pod events
 // and what the controller costs at rest. It writes bench-<timestamp>.md and .csv under -out.

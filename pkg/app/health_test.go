@@ -33,8 +33,8 @@ import (
 
 // TestHealthServerCannotBeHeldOpen: the health server (and the metrics server, served the
 // same way) disconnects a client that stalls mid-body after the read timeout and an idle
-// keep-alive after the idle timeout, and refuses huge headers. Before, the first two were
-// held forever and headers could take 1 MiB.
+// keep-alive after the idle timeout, and refuses huge headers, where Go's defaults hold the
+// first two forever and let headers take 1 MiB.
 func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	limits := defaultServeLimits()

@@ -34,7 +34,8 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// benchPods is the size of the cache the benchmark fills: issue 13's largest cluster.
+// benchPods is the size of the cache the benchmark fills: the largest cluster hack/bench
+// measures by default (-n).
 const benchPods = 30_000
 
 // kwokPodProto is testdata/kwok-pod.json, a running Deployment pod as kwok and the API

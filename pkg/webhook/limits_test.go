@@ -59,7 +59,7 @@ import (
 
 // TestWebhookDisconnectsAStalledBody: a client that sends a review's headers and half its
 // body, then nothing, is disconnected once the read timeout has passed, with the webhook's
-// own limits; before, nothing ever ended such a connection.
+// own limits; without a read timeout nothing would end such a connection.
 func TestWebhookDisconnectsAStalledBody(t *testing.T) {
 	hook := startHook(t, defaultLimits())
 	timeout := defaultLimits().readTimeout
@@ -260,8 +260,8 @@ func TestWebhookBoundsConnections(t *testing.T) {
 	}
 }
 
-// TestWebhookRefusesHugeHeaders: headers past maxHeaderBytes are answered 431; Go's default,
-// before, allowed 1 MiB on every connection.
+// TestWebhookRefusesHugeHeaders: headers past maxHeaderBytes are answered 431, where Go's
+// default allows 1 MiB on every connection.
 func TestWebhookRefusesHugeHeaders(t *testing.T) {
 	hook := startHook(t, defaultLimits())
 	body := validReview(t, 0)
