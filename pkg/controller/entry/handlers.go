@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -42,7 +43,10 @@ func (c *Controller) addClusterStaticEntryEventHandlers(clusterStaticEntryInform
 	_, err := clusterStaticEntryInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueueClusterStaticEntry(obj) },
 		UpdateFunc: c.onClusterStaticEntryUpdate,
-		DeleteFunc: func(obj any) { c.enqueueClusterStaticEntry(obj) },
+		DeleteFunc: func(obj any) {
+			c.enqueueClusterStaticEntry(obj)
+			c.enqueueClusterStaticEntryTwins(obj)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
@@ -248,6 +252,37 @@ func (c *Controller) onClusterStaticEntryUpdate(oldObj, newObj any) {
 	oldCSE, newCSE := oldObj.(*spirev1alpha1.ClusterStaticEntry), newObj.(*spirev1alpha1.ClusterStaticEntry)
 	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID || !oldCSE.DeletionTimestamp.Equal(newCSE.DeletionTimestamp) {
 		c.enqueueClusterStaticEntry(newCSE)
+	}
+	if oldCSE.Generation != newCSE.Generation || oldCSE.UID != newCSE.UID {
+		c.enqueueClusterStaticEntryTwins(oldCSE)
+	}
+}
+
+// enqueueClusterStaticEntryTwins queues the other ClusterStaticEntries of this class that
+// declare the entry key obj declared: once obj declares another key, or none, one of them
+// takes the entry over, and its status must say so. The key comes from the event's old
+// object, not from memory of a sync, so a failed write cannot lose it. Static entries are
+// few, and rendering one is cheap.
+func (c *Controller) enqueueClusterStaticEntryTwins(obj any) {
+	gone, ok := runner.Unwrap[*spirev1alpha1.ClusterStaticEntry](obj)
+	if !ok || !c.opts.ClassMatches(gone.Spec.ClassName) {
+		return
+	}
+	declared, err := c.renderer.StaticEntry(gone)
+	if err != nil {
+		return
+	}
+	all, err := c.clusterStaticEntryLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, other := range all {
+		if other.Name == gone.Name || !c.opts.ClassMatches(other.Spec.ClassName) {
+			continue
+		}
+		if d, err := c.renderer.StaticEntry(other); err == nil && d.Key == declared.Key {
+			c.clusterStaticEntryQueue.Add(other.Name)
+		}
 	}
 }
 
