@@ -59,62 +59,17 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 	}
 	defer client.Close()
 
-	port := freePort(t)
 	var calls atomic.Int32
-	hook, err := New(Options{
-		ConfigurationName: "spire-webhook",
-		Host:              "127.0.0.1",
-		Port:              port,
-		ID:                &url.URL{Scheme: "spiffe", Host: stack.SPIRE.TrustDomain(), Path: "/spire-controller-manager-webhook"},
-		DNSNames:          []string{"localhost"},
-		Minter:            client.Authority(),
-		KubeClient:        stack.Client,
-		Validators: Validators{
-			ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
-				calls.Add(1)
-				if o.Spec.Hint == "deny-me" {
-					return field.ErrorList{field.Invalid(field.NewPath("spec", "hint"), o.Spec.Hint, "refused by the test's validator")}
-				}
-				return nil
-			},
-			ClusterFederatedTrustDomain: func(*spirev1alpha1.ClusterFederatedTrustDomain) field.ErrorList { return nil },
+	hook, port := serveThroughAPIServer(t, ctx, stack, client, Validators{
+		ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
+			calls.Add(1)
+			if o.Spec.Hint == "deny-me" {
+				return field.ErrorList{field.Invalid(field.NewPath("spec", "hint"), o.Spec.Hint, "refused by the test's validator")}
+			}
+			return nil
 		},
+		ClusterFederatedTrustDomain: func(*spirev1alpha1.ClusterFederatedTrustDomain) field.ErrorList { return nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	go func() { done <- hook.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
-		return []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
-				Resources: []string{resource}},
-		}}
-	}
-	hookURL := func(path string) *string { return new(fmt.Sprintf("https://localhost:%d%s", port, path)) }
-	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "spire-webhook"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			{Name: "vclusterspiffeid.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterSPIFFEIDPath)},
-				Rules: rule("clusterspiffeids"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
-			{Name: "vclusterfederatedtrustdomain.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterFederatedTrustDomainPath)},
-				Rules: rule("clusterfederatedtrustdomains"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
-		},
-	}
-	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	// The webhook writes SPIRE's authorities into both caBundles.
 	authorities, err := client.Authority().X509Authorities(ctx)
@@ -221,6 +176,60 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 		t.Fatalf("with %d clients stalled on the webhook, a valid ClusterSPIFFEID was not admitted: %v", stalled, err)
 	}
 	t.Logf("with %d clients stalled on the webhook, the API server's call was answered after %v", stalled, time.Since(start).Round(time.Millisecond))
+}
+
+// serveThroughAPIServer runs a webhook with validators on a free port, its certificate minted
+// by the stack's SPIRE through client, and registers it with the stack's kube-apiserver for
+// both kinds, as the chart does. The webhook stops when the test ends.
+func serveThroughAPIServer(t *testing.T, ctx context.Context, stack *realcluster.Stack, client *spire.Client, validators Validators) (*Webhook, int) {
+	t.Helper()
+	port := freePort(t)
+	hook, err := New(Options{
+		ConfigurationName: "spire-webhook",
+		Host:              "127.0.0.1",
+		Port:              port,
+		ID:                &url.URL{Scheme: "spiffe", Host: stack.SPIRE.TrustDomain(), Path: "/spire-controller-manager-webhook"},
+		DNSNames:          []string{"localhost"},
+		Minter:            client.Authority(),
+		KubeClient:        stack.Client,
+		Validators:        validators,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { done <- hook.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
+				Resources: []string{resource}},
+		}}
+	}
+	hookURL := func(path string) *string { return new(fmt.Sprintf("https://localhost:%d%s", port, path)) }
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "spire-webhook"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			{Name: "vclusterspiffeid.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterSPIFFEIDPath)},
+				Rules: rule("clusterspiffeids"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
+			{Name: "vclusterfederatedtrustdomain.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterFederatedTrustDomainPath)},
+				Rules: rule("clusterfederatedtrustdomains"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
+		},
+	}
+	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return hook, port
 }
 
 func freePort(t *testing.T) int {

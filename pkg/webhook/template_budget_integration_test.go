@@ -19,12 +19,10 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -53,54 +51,12 @@ func TestWebhookRefusesTemplatesPastTheMemoryBudget(t *testing.T) {
 	}
 	defer client.Close()
 
-	port := freePort(t)
-	hook, err := New(Options{
-		ConfigurationName: "spire-webhook",
-		Host:              "127.0.0.1",
-		Port:              port,
-		ID:                &url.URL{Scheme: "spiffe", Host: stack.SPIRE.TrustDomain(), Path: "/spire-controller-manager-webhook"},
-		DNSNames:          []string{"localhost"},
-		Minter:            client.Authority(),
-		KubeClient:        stack.Client,
-		Validators: Validators{
-			ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
-				return render.ValidateClusterSPIFFEID(o, stack.SPIRE.TrustDomain())
-			},
-			ClusterFederatedTrustDomain: func(*spirev1alpha1.ClusterFederatedTrustDomain) field.ErrorList { return nil },
+	serveThroughAPIServer(t, ctx, stack, client, Validators{
+		ClusterSPIFFEID: func(o *spirev1alpha1.ClusterSPIFFEID) field.ErrorList {
+			return render.ValidateClusterSPIFFEID(o, stack.SPIRE.TrustDomain())
 		},
+		ClusterFederatedTrustDomain: func(*spirev1alpha1.ClusterFederatedTrustDomain) field.ErrorList { return nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	go func() { done <- hook.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "spire-webhook"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "vclusterspiffeid.kb.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				URL: new(fmt.Sprintf("https://localhost:%d%s", port, ClusterSPIFFEIDPath))},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
-					Resources: []string{"clusterspiffeids"}},
-			}},
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	create := func(name, template string) error {
 		_, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
