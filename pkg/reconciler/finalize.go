@@ -82,11 +82,8 @@ func (w *planWriter) create(ctx context.Context, ds []*render.DeclaredEntry) {
 		}
 	}
 	results, err := w.client.CreateEntries(ctx, entries)
+	results = spire.CompleteEntryResults(results, len(entries), err)
 	for i, d := range ds {
-		if i >= len(results) {
-			w.fail(d.Key, fmt.Errorf("creating entry %s: %w", render.SPIFFEIDString(d.Entry.GetSpiffeId()), err))
-			continue
-		}
 		r := results[i]
 		switch {
 		case r.Err == nil:
@@ -128,11 +125,8 @@ func (w *planWriter) update(ctx context.Context, us []*EntryUpdate) {
 			entries[i] = e
 		}
 		results, err := w.client.UpdateEntries(ctx, entries, group[0].Mask)
+		results = spire.CompleteEntryResults(results, len(entries), err)
 		for i, u := range group {
-			if i >= len(results) {
-				w.failUpdate(u, fmt.Errorf("updating entry %s: %w", u.Current.GetId(), err))
-				continue
-			}
 			r := results[i]
 			switch {
 			case r.Err == nil:
@@ -174,11 +168,8 @@ func (w *planWriter) delete(ctx context.Context, entries []*spiretypes.Entry) {
 		return
 	}
 	results, err := w.client.DeleteEntries(ctx, ids)
+	results = spire.CompleteDeleteResults(results, ids, err)
 	for i, id := range ids {
-		if i >= len(results) {
-			w.fail("", fmt.Errorf("deleting entry %s: %w", id, err))
-			continue
-		}
 		if r := results[i]; r.Err != nil && !spire.IsNotFound(r.Err) {
 			w.fail("", fmt.Errorf("deleting entry %s: %w", id, r.Err))
 			continue

@@ -90,11 +90,8 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 		rels[i] = d.relationship
 	}
 	results, err := w.r.spire.CreateFederationRelationships(ctx, rels)
+	results = spire.CompleteFederationResults(results, len(rels), err)
 	for i, d := range ds {
-		if i >= len(results) {
-			w.errs = append(w.errs, fmt.Errorf("creating federation relationship %q: %w", d.trustDomain, err))
-			continue
-		}
 		res := results[i]
 		if res.Err != nil {
 			if staleCode(res.Err) {
@@ -141,11 +138,8 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 		}
 	}
 	results, err := w.r.spire.UpdateFederationRelationships(ctx, rels, updateMask(sendBundle))
+	results = spire.CompleteFederationResults(results, len(rels), err)
 	for i, u := range group {
-		if i >= len(results) {
-			w.failUpdate(u, err)
-			continue
-		}
 		res := results[i]
 		if res.Err != nil {
 			if staleCode(res.Err) {
@@ -169,11 +163,8 @@ func (w *planWriter) delete(ctx context.Context, trustDomains []string) {
 	}
 	logger := klog.FromContext(ctx)
 	results, err := w.r.spire.DeleteFederationRelationships(ctx, trustDomains)
+	results = spire.CompleteDeleteResults(results, trustDomains, err)
 	for i, td := range trustDomains {
-		if i >= len(results) {
-			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, err))
-			continue
-		}
 		// NOT_FOUND means someone else deleted it first: the goal is reached.
 		if res := results[i]; res.Err != nil && !spire.IsNotFound(res.Err) {
 			w.errs = append(w.errs, fmt.Errorf("deleting federation relationship %q: %w", td, res.Err))
