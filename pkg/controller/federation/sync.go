@@ -44,12 +44,12 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 		}
 	}
 
-	res := c.reconciler.Sync(ctx, trustDomain, cftds)
+	res, writeErr := c.reconciler.Sync(ctx, trustDomain, cftds)
 	c.report(ctx, res.Problems)
-	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, res.Problems, res.WriteErr)); statusErr != nil && res.WriteErr == nil {
+	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, res.Problems, writeErr)); statusErr != nil && writeErr == nil {
 		return statusErr
 	}
-	return res.WriteErr
+	return writeErr
 }
 
 // report tells each resource's owner what is wrong with it. Events about one object are

@@ -122,16 +122,23 @@ type Problem struct {
 type Result struct {
 	// Problems are what is wrong with resources, sorted by resource name.
 	Problems []Problem
-	// WriteErr holds the writes SPIRE refused; their trust domains are worth retrying.
-	WriteErr error
 	// TrustDomains are those the plan wrote or tried to write.
 	TrustDomains []string
 }
 
+// ResyncResult is what a full resync did.
+type ResyncResult struct {
+	Result
+	// WriteErr aggregates the writes SPIRE refused; their trust domains are worth retrying.
+	// They do not fail the resync: the picture it acted on was complete.
+	WriteErr error
+}
+
 // Sync makes SPIRE's relationship with one trust domain equal to what the resources naming it
 // declare, from the cache: it costs no SPIRE call when nothing differs. cftds are the
-// resources in view that name the trust domain, of every class.
-func (r *Reconciler) Sync(ctx context.Context, trustDomain string, cftds []*spirev1alpha1.ClusterFederatedTrustDomain) Result {
+// resources in view that name the trust domain, of every class. The error aggregates the
+// writes SPIRE refused, so the caller retries the trust domain.
+func (r *Reconciler) Sync(ctx context.Context, trustDomain string, cftds []*spirev1alpha1.ClusterFederatedTrustDomain) (Result, error) {
 	r.resyncLock.RLock()
 	defer r.resyncLock.RUnlock()
 
@@ -145,21 +152,21 @@ func (r *Reconciler) Sync(ctx context.Context, trustDomain string, cftds []*spir
 	if writeErr == nil {
 		r.released.forget(trustDomain)
 	}
-	return Result{Problems: problems, WriteErr: writeErr, TrustDomains: p.trustDomains()}
+	return Result{Problems: problems, TrustDomains: p.trustDomains()}, writeErr
 }
 
 // Resync diffs what every resource in view declares against a fresh list of every
 // relationship SPIRE holds, and deletes the relationships no resource declares (on a shared
 // server, those its resources gave up). It returns an error, and writes nothing, when SPIRE
 // cannot be listed: a partial picture must never turn into deletes.
-func (r *Reconciler) Resync(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain) (Result, error) {
+func (r *Reconciler) Resync(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain) (ResyncResult, error) {
 	r.resyncLock.Lock()
 	defer r.resyncLock.Unlock()
 	start := time.Now()
 
 	rels, err := r.spire.ListFederationRelationships(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("listing SPIRE federation relationships: %w", err)
+		return ResyncResult{}, fmt.Errorf("listing SPIRE federation relationships: %w", err)
 	}
 	r.relationships.replace(rels)
 
@@ -172,5 +179,5 @@ func (r *Reconciler) Resync(ctx context.Context, cftds []*spirev1alpha1.ClusterF
 	klog.FromContext(ctx).V(2).Info("Full resync done", "duration", time.Since(start), "relationships", len(rels),
 		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
 		"adopted", len(p.toAdopt), "inSync", p.inSync, "invalid", p.invalid, "problems", len(problems))
-	return Result{Problems: problems, WriteErr: writeErr, TrustDomains: p.trustDomains()}, nil
+	return ResyncResult{Result: Result{Problems: problems, TrustDomains: p.trustDomains()}, WriteErr: writeErr}, nil
 }
