@@ -151,9 +151,9 @@ func NewController(
 	return c, nil
 }
 
-// newReconciler builds the SPIRE side from the controller's options and recorder.
+// newReconciler builds the SPIRE side from the controller's options.
 func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
-	return fedreconciler.NewReconciler(c.spire, c.events.Recorder, fedreconciler.Options{
+	return fedreconciler.NewReconciler(c.spire, fedreconciler.Options{
 		TrustDomain:  c.opts.TrustDomain,
 		Class:        c.opts.class(),
 		SharedServer: c.opts.SharedServer,

@@ -40,7 +40,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.report(ctx, res.Problems)
+	c.report(ctx, res.Result)
 	if res.WriteErr != nil {
 		// A relationship SPIRE refuses must not hold up the others or readiness: the picture
 		// was complete, so the resync counts, and every trust domain of the plan is synced

@@ -51,6 +51,12 @@ func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problem
 	return out
 }
 
+// writesStatus reports whether status may be written: never without an API (static mode) or
+// in a dry run, which writes nothing anywhere. The entry controller has the same rule.
+func (c *Controller) writesStatus() bool {
+	return c.spireAPI != nil && !c.opts.DryRun
+}
+
 // writeStatus sets the Ready condition of each resource of this controller's class.
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
 	var errs []error
@@ -69,7 +75,7 @@ func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.Clu
 // ClusterFederatedTrustDomain. It writes only when the condition changes the status, and
 // never in a dry run or without a client.
 func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context, cftd *spirev1alpha1.ClusterFederatedTrustDomain, ready metav1.Condition) error {
-	if c.spireAPI == nil {
+	if !c.writesStatus() {
 		return nil
 	}
 	updated := cftd.DeepCopy()
@@ -78,11 +84,6 @@ func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context
 		return nil
 	}
 	logger := klog.FromContext(ctx)
-	if c.opts.DryRun {
-		logger.V(2).Info("Dry run: would update ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
-			"ready", ready.Status, "reason", ready.Reason)
-		return nil
-	}
 	echo, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err)

@@ -45,19 +45,26 @@ func (c *Controller) syncTrustDomain(ctx context.Context, trustDomain string) er
 	}
 
 	res, writeErr := c.reconciler.Sync(ctx, trustDomain, cftds)
-	c.report(ctx, res.Problems)
+	c.report(ctx, res)
 	if statusErr := c.writeStatus(ctx, cftds, readyConditions(cftds, res.Problems, writeErr)); statusErr != nil && writeErr == nil {
 		return statusErr
 	}
 	return writeErr
 }
 
-// report tells each resource's owner what is wrong with it. Events about one object are
-// rate limited and aggregated by client-go, so a resource reported at every sync does not
-// flood the API.
-func (c *Controller) report(ctx context.Context, problems []fedreconciler.Problem) {
+// report records an Event on each resource whose relationship SPIRE created or updated, and
+// tells each resource's owner what is wrong with it. Events about one object are rate limited
+// and aggregated by client-go, so a resource reported at every sync does not flood the API.
+func (c *Controller) report(ctx context.Context, res fedreconciler.Result) {
+	for _, w := range res.Written {
+		if w.Updated == nil {
+			c.events.Recorder.Eventf(w.Owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipCreated, "Created federation relationship with %q", w.TrustDomain)
+		} else {
+			c.events.Recorder.Eventf(w.Owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipUpdated, "Updated federation relationship with %q: %v", w.TrustDomain, w.Updated)
+		}
+	}
 	logger := klog.FromContext(ctx)
-	for _, p := range problems {
+	for _, p := range res.Problems {
 		logger.Info("Ignoring ClusterFederatedTrustDomain", "clusterFederatedTrustDomain", klog.KObj(p.Object), "reason", p.Reason, "message", p.Message)
 		c.events.Recorder.Event(p.Object, corev1.EventTypeWarning, p.Reason, runner.Truncate(p.Message, 1024))
 	}

@@ -24,11 +24,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -36,8 +34,9 @@ import (
 // equal to what SPIRE answered. A create or update that fails in a way that means the cache
 // was stale (SPIRE v1.13 reports both "already exists" on create and "not found" on update as
 // INTERNAL) refreshes the affected trust domains from a fresh list, so that the retry the
-// returned error causes creates or updates as SPIRE's state requires.
-func (r *Reconciler) finalize(ctx context.Context, p plan) error {
+// returned error causes creates or updates as SPIRE's state requires. It returns the
+// relationships it wrote, for the caller to report.
+func (r *Reconciler) finalize(ctx context.Context, p plan) ([]Written, error) {
 	for _, d := range p.toAdopt {
 		r.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
 	}
@@ -57,14 +56,15 @@ func (r *Reconciler) finalize(ctx context.Context, p plan) error {
 		klog.FromContext(ctx).V(2).Info("Applied federation relationship plan",
 			"created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete), "errors", len(w.errs))
 	}
-	return utilerrors.NewAggregate(w.errs)
+	return w.written, utilerrors.NewAggregate(w.errs)
 }
 
 // planWriter collects the results of one plan's writes.
 type planWriter struct {
-	r     *Reconciler
-	errs  []error
-	stale []string
+	r       *Reconciler
+	errs    []error
+	written []Written
+	stale   []string
 	// revoke are the trust domains whose update failed while SPIRE fetches their bundle from
 	// an endpoint nothing declares any more: they are deleted, and the retry creates them.
 	revoke []string
@@ -103,7 +103,7 @@ func (w *planWriter) create(ctx context.Context, ds []*declaration) {
 		w.r.relationships.put(echoed(res.Relationship, d.relationship))
 		w.r.sentBundles.set(d.trustDomain, d.relationship.GetTrustDomainBundle())
 		logger.V(2).Info("Created federation relationship", "trustDomain", d.trustDomain, "clusterFederatedTrustDomain", klog.KObj(d.owner))
-		w.r.recorder.Eventf(d.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipCreated, "Created federation relationship with %q", d.trustDomain)
+		w.written = append(w.written, Written{Owner: d.owner, TrustDomain: d.trustDomain})
 	}
 }
 
@@ -153,7 +153,7 @@ func (w *planWriter) updateGroup(ctx context.Context, group []*relationshipUpdat
 			w.r.sentBundles.set(u.trustDomain, u.relationship.GetTrustDomainBundle())
 		}
 		logger.V(2).Info("Updated federation relationship", "trustDomain", u.trustDomain, "fields", u.outdated, "clusterFederatedTrustDomain", klog.KObj(u.owner))
-		w.r.recorder.Eventf(u.owner, corev1.EventTypeNormal, spirev1alpha1.ReasonRelationshipUpdated, "Updated federation relationship with %q: %v", u.trustDomain, u.outdated)
+		w.written = append(w.written, Written{Owner: u.owner, TrustDomain: u.trustDomain, Updated: u.outdated})
 	}
 }
 

@@ -30,7 +30,6 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -72,9 +71,8 @@ type Options struct {
 // declare. SPIRE holds at most one relationship per trust domain, so the trust domain's name
 // is the unit of work. Its methods are safe for concurrent use.
 type Reconciler struct {
-	opts     Options
-	spire    spire.FederationClient
-	recorder record.EventRecorder
+	opts  Options
+	spire spire.FederationClient
 
 	relationships *relationshipCache
 	// sentBundles keeps the resources' bootstrap bundles from overwriting the bundles SPIRE
@@ -89,14 +87,11 @@ type Reconciler struct {
 	resyncLock sync.RWMutex
 }
 
-// NewReconciler returns a reconciler that writes to client and records Events about the
-// relationships it writes with recorder. Its cache is empty until the first Resync.
-func NewReconciler(client spire.FederationClient, recorder record.EventRecorder, opts Options) (*Reconciler, error) {
+// NewReconciler returns a reconciler that writes to client. Its cache is empty until the
+// first Resync.
+func NewReconciler(client spire.FederationClient, opts Options) (*Reconciler, error) {
 	if client == nil {
 		return nil, errors.New("spire client is nil")
-	}
-	if recorder == nil {
-		return nil, errors.New("event recorder is nil")
 	}
 	if opts.TrustDomain.IsZero() {
 		return nil, errors.New("trust domain is required")
@@ -104,7 +99,6 @@ func NewReconciler(client spire.FederationClient, recorder record.EventRecorder,
 	return &Reconciler{
 		opts:          opts,
 		spire:         client,
-		recorder:      recorder,
 		relationships: newRelationshipCache(),
 		sentBundles:   newSentBundles(),
 	}, nil
@@ -124,6 +118,17 @@ type Result struct {
 	Problems []Problem
 	// TrustDomains are those the plan wrote or tried to write.
 	TrustDomains []string
+	// Written are the relationships SPIRE created or updated.
+	Written []Written
+}
+
+// Written is a relationship SPIRE created or updated, to be reported on the resource that
+// declares it.
+type Written struct {
+	Owner       *spirev1alpha1.ClusterFederatedTrustDomain
+	TrustDomain string
+	// Updated are the fields an update changed; nil for a create.
+	Updated []string
 }
 
 // ResyncResult is what a full resync did.
@@ -148,11 +153,11 @@ func (r *Reconciler) Sync(ctx context.Context, trustDomain string, cftds []*spir
 		current[trustDomain] = rel
 	}
 	p := reconcile(decls, r.managed(current, decls, cftds), r.sentBundles.get)
-	writeErr := r.finalize(ctx, p)
+	written, writeErr := r.finalize(ctx, p)
 	if writeErr == nil {
 		r.released.forget(trustDomain)
 	}
-	return Result{Problems: problems, TrustDomains: p.trustDomains()}, writeErr
+	return Result{Problems: problems, TrustDomains: p.trustDomains(), Written: written}, writeErr
 }
 
 // Resync diffs what every resource in view declares against a fresh list of every
@@ -172,12 +177,12 @@ func (r *Reconciler) Resync(ctx context.Context, cftds []*spirev1alpha1.ClusterF
 
 	decls, problems := declarations(cftds, r.opts.TrustDomain, r.opts.Class.Matches)
 	p := reconcile(decls, r.managed(r.relationships.all(), decls, cftds), r.sentBundles.get)
-	writeErr := r.finalize(ctx, p)
+	written, writeErr := r.finalize(ctx, p)
 	if writeErr == nil {
 		r.released.forget(p.toDelete...)
 	}
 	klog.FromContext(ctx).V(2).Info("Full resync done", "duration", time.Since(start), "relationships", len(rels),
 		"declared", len(decls), "created", len(p.toCreate), "updated", len(p.toUpdate), "deleted", len(p.toDelete),
 		"adopted", len(p.toAdopt), "inSync", p.inSync, "invalid", p.invalid, "problems", len(problems))
-	return ResyncResult{Result: Result{Problems: problems, TrustDomains: p.trustDomains()}, WriteErr: writeErr}, nil
+	return ResyncResult{Result: Result{Problems: problems, TrustDomains: p.trustDomains(), Written: written}, WriteErr: writeErr}, nil
 }
