@@ -33,7 +33,7 @@ func TestCompleteResults(t *testing.T) {
 		if len(got) != 3 {
 			t.Fatalf("got %d results, want 3", len(got))
 		}
-		if got[0].Err != itemErr {
+		if !errors.Is(got[0].Err, itemErr) {
 			t.Errorf("result 0 = %v, want the item's own error", got[0].Err)
 		}
 		for i, id := range []string{"b", "c"} {
