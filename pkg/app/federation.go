@@ -22,6 +22,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 )
 
 // federationController adapts the federation controller to the Controller interface.
@@ -53,12 +54,13 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 // federationOptions are the federation controller's settings from the config.
 func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
 	return federation.Options{
-		DryRun:         dryRun,
-		TrustDomain:    cfg.TrustDomain,
-		ClassName:      cfg.ClassName,
-		WatchClassless: cfg.WatchClassless,
+		Options: fedreconciler.Options{
+			DryRun:      dryRun,
+			TrustDomain: cfg.TrustDomain,
+			Class:       fedreconciler.Class{Name: cfg.ClassName, WatchClassless: cfg.WatchClassless},
+			// A class or an entry ID prefix says the SPIRE server has other owners.
+			SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
+		},
 		ResyncInterval: cfg.GCInterval,
-		// A class or an entry ID prefix says the SPIRE server has other owners.
-		SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -45,32 +44,13 @@ const (
 	trustDomainIndex = "spec.trustDomain"
 )
 
-// Options are the settings the controller declares relationships with.
+// Options are the settings the controller declares relationships with: the reconciler's,
+// whose DryRun also keeps the controller from writing status and sending Events (they are
+// only logged), and the controller's own.
 type Options struct {
-	// TrustDomain is the SPIRE server's own trust domain, which cannot federate with itself.
-	TrustDomain spiffeid.TrustDomain
-	// ClassName is the className of the resources this controller handles. Empty means
-	// classless resources only, as in spire-controller-manager: resources of every other class
-	// belong to other installs.
-	ClassName string
-	// WatchClassless makes a controller with a ClassName handle classless resources too.
-	WatchClassless bool
+	fedreconciler.Options
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
-	// SharedServer says other owners keep relationships on the SPIRE server too: the
-	// controller then deletes only relationships it saw its own resources give up (see
-	// pkg/reconciler/federation/ownership.go), instead of every relationship no resource
-	// declares.
-	SharedServer bool
-	// DryRun computes and logs every change but writes nothing to Kubernetes: no status and no
-	// Event (Events are only logged). The SPIRE client is expected to be spire.DryRun, which
-	// writes nothing to SPIRE.
-	DryRun bool
-}
-
-// class is the class of resources the controller handles.
-func (o Options) class() fedreconciler.Class {
-	return fedreconciler.Class{Name: o.ClassName, WatchClassless: o.WatchClassless}
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -153,12 +133,7 @@ func NewController(
 
 // newReconciler builds the SPIRE side from the controller's options.
 func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
-	return fedreconciler.NewReconciler(c.spire, fedreconciler.Options{
-		TrustDomain:  c.opts.TrustDomain,
-		Class:        c.opts.class(),
-		SharedServer: c.opts.SharedServer,
-		DryRun:       c.opts.DryRun,
-	})
+	return fedreconciler.NewReconciler(c.spire, c.opts.Options)
 }
 
 // HasSynced reports whether the controller has completed its first full resync; until then it

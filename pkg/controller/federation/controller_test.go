@@ -44,6 +44,7 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -72,7 +73,7 @@ func newTestEnv(t *testing.T, objs ...*spirev1alpha1.ClusterFederatedTrustDomain
 	env.factory = spireinformers.NewSharedInformerFactory(env.api, 0)
 	var err error
 	env.c, err = NewController(ctx, env.factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), k8sfake.NewClientset(), nil, client,
-		Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour})
+		Options{Options: fedreconciler.Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain)}, ResyncInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +672,7 @@ func TestClassName(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newTestEnv(t, objs()...)
-			env.setOptions(func(o *Options) { o.ClassName, o.WatchClassless = tt.className, tt.watchClassless })
+			env.setOptions(func(o *Options) { o.Class.Name, o.Class.WatchClassless = tt.className, tt.watchClassless })
 			env.fullResync()
 			for _, td := range []string{"classless.org", "mine.org", "other.org"} {
 				env.sync(td)

@@ -29,6 +29,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -55,7 +56,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 
 			factory := spireinformers.NewSharedInformerFactory(api, 0)
 			c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kube, api, spireClient,
-				Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour, DryRun: dryRun})
+				Options{Options: fedreconciler.Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), DryRun: dryRun}, ResyncInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

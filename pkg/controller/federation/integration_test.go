@@ -45,6 +45,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -160,7 +161,7 @@ func TestIntegration(t *testing.T) {
 
 	factory := spireinformers.NewSharedInformerFactory(spireAPI, 0)
 	c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, spireAPI, counting, Options{
-		TrustDomain: spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
+		Options: fedreconciler.Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain())},
 		// Long, so that the test decides when full resyncs run.
 		ResyncInterval: time.Hour,
 	})

@@ -33,7 +33,7 @@ func TestSharedServerDeletesOnlyWhatItsResourcesGaveUp(t *testing.T) {
 	red := cftd("red", time.Hour, webSpec("red.org", "https://red/"))
 	red.Spec.ClassName = "red"
 	env := newTestEnv(t, blue, red)
-	env.setOptions(func(o *Options) { o.SharedServer, o.ClassName = true, "blue" })
+	env.setOptions(func(o *Options) { o.SharedServer, o.Class.Name = true, "blue" })
 
 	// Another owner's relationships: one its resource (in view) declares, one out of view.
 	if _, err := env.c.spire.CreateFederationRelationships(env.ctx, []*spiretypes.FederationRelationship{

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -58,10 +59,12 @@ func TestTwoClassesShareOneServer(t *testing.T) {
 	var controllers []*Controller
 	for _, class := range []string{"blue", "red"} {
 		c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, spireAPI, client, Options{
-			TrustDomain:    spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
-			ClassName:      class,
+			Options: fedreconciler.Options{
+				TrustDomain:  spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
+				Class:        fedreconciler.Class{Name: class},
+				SharedServer: true,
+			},
 			ResyncInterval: time.Second,
-			SharedServer:   true,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
@@ -48,7 +49,7 @@ func TestStaticModeLogsEvents(t *testing.T) {
 	// Static mode feeds the informer from files; a fake clientset stands in for them here.
 	factory := spireinformers.NewSharedInformerFactory(spirefake.NewSimpleClientset(), 0)
 	c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), nil, nil, client,
-		Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain), ResyncInterval: time.Hour})
+		Options{Options: fedreconciler.Options{TrustDomain: spiffeid.RequireTrustDomainFromString(spiretest.DefaultTrustDomain)}, ResyncInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

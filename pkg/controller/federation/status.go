@@ -61,7 +61,7 @@ func (c *Controller) writesStatus() bool {
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
 	var errs []error
 	for _, cftd := range cftds {
-		if cftd.DeletionTimestamp != nil || !c.opts.class().Matches(cftd.Spec.ClassName) {
+		if cftd.DeletionTimestamp != nil || !c.opts.Class.Matches(cftd.Spec.ClassName) {
 			continue
 		}
 		if err := c.updateClusterFederatedTrustDomainStatus(ctx, cftd, conditions[cftd.Name]); err != nil {
