@@ -214,7 +214,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	delay := c.readyDelay
 	for attempt := 1; ; attempt++ {
-		err := c.probe(ctx)
+		err := c.Probe(ctx)
 		if err == nil {
 			logger.V(2).Info("SPIRE server is ready", "attempts", attempt)
 			return nil
@@ -237,7 +237,9 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
-func (c *Client) probe(ctx context.Context) error {
+// Probe asks SPIRE for one entry ID, within the probe timeout: the cheapest call that proves
+// it answers.
+func (c *Client) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.probeTimeout)
 	defer cancel()
 	start := time.Now()

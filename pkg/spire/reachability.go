@@ -41,11 +41,6 @@ func Probe(ctx context.Context, c EntryClient) error {
 	return err
 }
 
-// Probe asks SPIRE for one entry ID: the cheapest call that proves it answers.
-func (c *Client) Probe(ctx context.Context) error {
-	return c.probe(ctx)
-}
-
 // Unreachable reports whether err is nothing but failures to reach SPIRE: every error it
 // joins or aggregates carries UNAVAILABLE or DEADLINE_EXCEEDED. Such a failure says nothing
 // about what SPIRE would answer, so the write is worth retrying as soon as SPIRE is back.
