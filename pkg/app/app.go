@@ -35,6 +35,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/static"
 )
@@ -49,6 +50,9 @@ type ControllerContext struct {
 	// Constructors only register the informers they need; the caller starts the factories.
 	KubeInformers  informers.SharedInformerFactory
 	SpireInformers spireinformers.SharedInformerFactory
+	// PodProjection is the projection of KubeInformers' pods when they come from
+	// NewProjectedInformerFactories; nil when pods are cached whole.
+	PodProjection *informercache.PodProjection
 	// SPIRE is the SPIRE server's admin API as dialled (see DialSPIRE), without decorators:
 	// the controllers get it through the chain built here (metrics, then batching, or the
 	// dry-run client).
@@ -121,35 +125,28 @@ func descriptors() []descriptor {
 	}
 }
 
-// NewInformerFactories returns the shared informer factories the controllers need. Objects
-// are cached without what no controller reads (see trimForCache), and pods without what no
-// template of the active ClusterSPIFFEIDs reads (see podProjection), since at tens of
-// thousands of pods the caches are most of the process's memory.
-func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface, opts ...FactoryOption) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
-	var o factoryOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	pods := newPodProjection(o.compactPods)
-	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.transform))
-	projections.Store(kube, pods)
-	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(trimForCache))
-	return kube, spire
+// NewInformerFactories returns shared informer factories for the controllers and any other
+// controller of the binary. Objects are cached without what no controller reads (see
+// informercache.Trim), pods whole but for managedFields and most of their status.
+func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(informercache.Trim))
+	return kube, newSpireInformerFactory(spireAPIClient)
 }
 
-// FactoryOption changes what NewInformerFactories caches.
-type FactoryOption func(*factoryOptions)
-
-type factoryOptions struct {
-	compactPods bool
+// NewProjectedInformerFactories returns informer factories whose pods only spire-registrar's
+// controllers read, as in the standalone binary: pods are cached as compact or projected
+// pods that keep only what the active ClusterSPIFFEIDs' templates read, a few hundred bytes
+// a pod. The factory's pod lister cannot read them, so a binary that runs controllers of its
+// own on pods must use NewInformerFactories. Pass the projection on in
+// ControllerContext.PodProjection.
+func NewProjectedInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory, *informercache.PodProjection) {
+	pods := informercache.NewPodProjection()
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.Transform))
+	return kube, newSpireInformerFactory(spireAPIClient), pods
 }
 
-// CompactPods makes the pod informer cache pods as podcache.Pods, a quarter of a projected
-// *corev1.Pod with its strings, whenever the templates read no more of pods than those keep. Only the entry
-// controller reads them: the pod lister of the factory fails on them, so a binary that runs
-// controllers of its own on the same factory must not ask for it. The standalone binary does.
-func CompactPods() FactoryOption {
-	return func(o *factoryOptions) { o.compactPods = true }
+func newSpireInformerFactory(client spireclientset.Interface) spireinformers.SharedInformerFactory {
+	return spireinformers.NewSharedInformerFactoryWithOptions(client, 0, spireinformers.WithTransform(informercache.Trim))
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the

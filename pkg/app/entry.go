@@ -19,9 +19,15 @@ package app
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -40,18 +46,18 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 	} else {
 		statics = cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries()
 	}
-	if !cfg.Reconcile.ClusterSPIFFEIDs {
+	opts := entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity))
+	if opts.SkipClusterSPIFFEIDs {
 		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
-		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics,
-			cc.eventsClient(), cc.SpireAPIClient, cc.SPIRE, entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity)))
+		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics, cc.eventsClient(), cc.SpireAPIClient, cc.SPIRE, opts)
 		if err != nil {
 			return nil, err
 		}
 		return entryController{c}, nil
 	}
 	narrowInformers(cc)
-	opts := entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity))
-	opts.CheckPodProjection = narrowPodProjection(ctx, cc)
+	narrowPodProjection(ctx, cc)
+	opts.PodProjection = cc.PodProjection
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),
@@ -88,21 +94,58 @@ func keepIDs(id string) []string {
 // entries are never deleted: spire-registrar's own, over mTLS.
 func entryOptions(cfg *config.Config, dryRun bool, keep []string) entry.Options {
 	return entry.Options{
-		TrustDomain:          cfg.TrustDomain,
-		ClusterName:          cfg.ClusterName,
-		ClusterDomain:        cfg.ClusterDomain,
-		ParentIDTemplate:     cfg.ParentIDTemplate,
-		IgnoreNamespace:      cfg.IsNamespaceIgnored,
-		ClassMatches:         cfg.ClassMatches,
-		ResyncInterval:       cfg.GCInterval,
-		MaxResyncShare:       cfg.MaxResyncShare,
-		EntryIDPrefix:        cfg.EntryIDPrefix,
-		EntryIDPrefixCleanup: cfg.EntryIDPrefixCleanup,
-		// The SPIRE client is spire.DryRun already (see spireChain); the controller must also
-		// write no status and no Event.
-		DryRun:                     dryRun,
-		IgnoreClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
-		IgnoreClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,
-		KeepSPIFFEIDs:              keep,
+		Options: reconciler.Options{
+			EntryIDPrefix:            cfg.EntryIDPrefix,
+			EntryIDPrefixCleanup:     cfg.EntryIDPrefixCleanup,
+			SkipClusterSPIFFEIDs:     !cfg.Reconcile.ClusterSPIFFEIDs,
+			SkipClusterStaticEntries: !cfg.Reconcile.ClusterStaticEntries,
+			KeepSPIFFEIDs:            keep,
+			// The SPIRE client is spire.DryRun already (see spireChain); the controller must
+			// also write no status and no Event.
+			DryRun: dryRun,
+		},
+		TrustDomain:      cfg.TrustDomain,
+		ClusterName:      cfg.ClusterName,
+		ClusterDomain:    cfg.ClusterDomain,
+		ParentIDTemplate: cfg.ParentIDTemplate,
+		IgnoreNamespace:  cfg.IsNamespaceIgnored,
+		Class:            cfg.Class(),
+		ResyncInterval:   cfg.GCInterval,
+		MaxResyncShare:   cfg.MaxResyncShare,
 	}
+}
+
+// narrowPodProjection narrows the projection of cc's pods, if they are projected, to what
+// the parent ID template and the ClusterSPIFFEIDs of the controller's class read now (see
+// informercache.PodProjection.Narrow).
+func narrowPodProjection(ctx context.Context, cc ControllerContext) {
+	if cc.PodProjection != nil {
+		cc.PodProjection.Narrow(initialReach(ctx, cc))
+	}
+}
+
+// initialReach is what the parent ID template and the ClusterSPIFFEIDs of the controller's
+// class can read, or, when they cannot be listed, all that templates can see but
+// managedFields.
+func initialReach(ctx context.Context, cc ControllerContext) render.Reach {
+	cfg := cc.Config
+	r, err := render.NewRenderer(cfg.TrustDomain, cfg.ClusterName, cfg.ClusterDomain, cfg.ParentIDTemplate)
+	if err != nil || cc.SpireAPIClient == nil {
+		return render.FullReach()
+	}
+	reach := r.Reach()
+	list, err := cc.SpireAPIClient.SpireV1alpha1().ClusterSPIFFEIDs().List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(cfg.ClusterSPIFFEIDLabels).String(),
+	})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing ClusterSPIFFEIDs to choose the pod fields to cache: caching them all")
+		return render.FullReach()
+	}
+	class := cfg.Class()
+	for i := range list.Items {
+		if class.Matches(list.Items[i].Spec.ClassName) {
+			reach.Union(render.CompileClusterSPIFFEID(&list.Items[i]).Reach())
+		}
+	}
+	return reach
 }

@@ -57,7 +57,7 @@ func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
 		Options: fedreconciler.Options{
 			DryRun:      dryRun,
 			TrustDomain: cfg.TrustDomain,
-			Class:       fedreconciler.Class{Name: cfg.ClassName, WatchClassless: cfg.WatchClassless},
+			Class:       cfg.Class(),
 			// A class or an entry ID prefix says the SPIRE server has other owners.
 			SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
 		},

@@ -46,9 +46,8 @@ var namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespace
 // the informers the config narrows: ClusterSPIFFEIDs by clusterSPIFFEIDLabelSelector and
 // filterByClassName, pods and EndpointSlices by cacheNamespaces. A factory returns the
 // informer first registered for a type, so the controllers then get these. An embedder whose
-// factory already holds such an informer keeps its own. In factories of NewInformerFactories
-// the pod informer is always registered here, so that it can list again when the pod
-// projection widens.
+// factory already holds such an informer keeps its own. When pods are projected, the pod
+// informer is always registered here, so that it can list again when the projection widens.
 func narrowInformers(cc ControllerContext) {
 	cfg := cc.Config
 	if len(cfg.ClusterSPIFFEIDLabels) > 0 {
@@ -63,8 +62,8 @@ func narrowInformers(cc ControllerContext) {
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = selectors.LabelSelector, selectors.FieldSelector
 	}
-	if p := projectionOf(cc.KubeInformers); p != nil {
-		registerProjectedPodInformer(cc.KubeInformers, p, namespace, tweak)
+	if cc.PodProjection != nil {
+		cc.PodProjection.RegisterInformer(cc.KubeInformers, namespace, tweak)
 	} else if narrowed {
 		cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return coreinformers.NewFilteredPodInformer(client, namespace, resync, namespaceIndexers, tweak)

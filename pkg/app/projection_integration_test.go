@@ -31,7 +31,7 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -39,17 +39,17 @@ import (
 // projections for a ClusterSPIFFEID that reads only pod names, then creates one that reads the
 // pod's hostname and an annotation: its entries must carry them, for the pods cached before
 // and after, and no entry must ever be rendered without them. It runs with the factories an
-// embedder gets, whose projections are *corev1.Pods, and with the standalone binary's, whose
-// projection is compact until the new template reads more than a podcache.Pod keeps.
+// embedder gets, whose pods are whole, and with the standalone binary's, whose projection is
+// compact until the new template reads more than an informercache.Pod keeps.
 func TestNewTemplateFieldIsRenderedFromTheWholePod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	t.Run("projected", func(t *testing.T) { testNewTemplateField(t) })
-	t.Run("compact", func(t *testing.T) { testNewTemplateField(t, app.CompactPods()) })
+	t.Run("whole", func(t *testing.T) { testNewTemplateField(t, false) })
+	t.Run("projected", func(t *testing.T) { testNewTemplateField(t, true) })
 }
 
-func testNewTemplateField(t *testing.T, factoryOptions ...app.FactoryOption) {
+func testNewTemplateField(t *testing.T, projected bool) {
 	stack := realcluster.NewStack(t)
 	client, spireAPI := stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -90,12 +90,16 @@ func testNewTemplateField(t *testing.T, factoryOptions ...app.FactoryOption) {
 		t.Fatal(err)
 	}
 	defer func() { _ = spireClient.Close() }()
-	kubeInformers, spireInformers := app.NewInformerFactories(client, spireAPI, factoryOptions...)
+	kubeInformers, spireInformers := app.NewInformerFactories(client, spireAPI)
+	var pods *informercache.PodProjection
+	if projected {
+		kubeInformers, spireInformers, pods = app.NewProjectedInformerFactories(client, spireAPI)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- app.Run(runCtx, app.ControllerContext{Config: cfg, KubeClient: client, SpireAPIClient: spireAPI,
-			KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient}, 4, nil)
+			KubeInformers: kubeInformers, SpireInformers: spireInformers, PodProjection: pods, SPIRE: spireClient}, 4, nil)
 	}()
 	defer func() {
 		stop()
@@ -135,9 +139,8 @@ func testNewTemplateField(t *testing.T, factoryOptions ...app.FactoryOption) {
 		}
 	}
 	waitFor("spiffe://" + td + "/pod/before")
-	wantCompact := len(factoryOptions) > 0
 	for _, obj := range kubeInformers.Core().V1().Pods().Informer().GetIndexer().List() {
-		if _, compact := obj.(*podcache.Pod); compact != wantCompact {
+		if _, compact := obj.(*informercache.Pod); compact != projected {
 			t.Fatalf("the pod cache holds a %T for a template that reads pod names", obj)
 		}
 	}
@@ -148,6 +151,11 @@ func testNewTemplateField(t *testing.T, factoryOptions ...app.FactoryOption) {
 	}
 	waitFor("spiffe://"+td+"/pod/before", "spiffe://"+td+"/pod/after",
 		"spiffe://"+td+"/host-host-a-blue", "spiffe://"+td+"/host-host-b-blue")
+	for _, obj := range kubeInformers.Core().V1().Pods().Informer().GetIndexer().List() {
+		if _, wide := obj.(*informercache.Projected); wide != projected {
+			t.Errorf("the pod cache holds a %T for a template that reads hostnames and annotations", obj)
+		}
+	}
 
 	mu.Lock()
 	defer mu.Unlock()

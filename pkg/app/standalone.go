@@ -225,7 +225,7 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 	}
 
 	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
-	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireAPIClient, CompactPods())
+	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireAPIClient)
 	AdaptToPermissions(ctx, &cc)
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)

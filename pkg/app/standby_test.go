@@ -32,7 +32,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -67,7 +67,7 @@ func TestWarmInformersAreTheControllers(t *testing.T) {
 					&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "tier-1", Labels: map[string]string{"tier": "1"}}},
 					&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "other"}})
 				cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
-				cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
+				cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireClient)
 				construct(cc)
 				t.Cleanup(func() {
 					cancel()
@@ -105,7 +105,8 @@ func started(ctx context.Context, cc ControllerContext) warmCaches {
 	}
 	if slices.Contains(c.Kube, "*v1.Pod") {
 		for _, obj := range cc.KubeInformers.Core().V1().Pods().Informer().GetStore().List() {
-			c.Pods = append(c.Pods, obj.(*corev1.Pod).Namespace+"/"+obj.(*corev1.Pod).Name)
+			pod, _ := informercache.ViewOf(obj)
+			c.Pods = append(c.Pods, pod.Namespace+"/"+pod.Name)
 		}
 	}
 	if slices.Contains(c.Spire, "*v1alpha1.ClusterSPIFFEID") {
@@ -186,7 +187,7 @@ func TestStandbyCachesPodsAsTheLeaderWill(t *testing.T) {
 			SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
 		}})
 	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
-	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient, CompactPods())
+	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireClient)
 	// Shutdown waits for the informers, which stop once ctx is cancelled.
 	defer cc.SpireInformers.Shutdown()
 	defer cc.KubeInformers.Shutdown()
@@ -195,8 +196,8 @@ func TestStandbyCachesPodsAsTheLeaderWill(t *testing.T) {
 	cc.KubeInformers.Start(ctx.Done())
 	cc.KubeInformers.WaitForCacheSync(ctx.Done())
 	for _, obj := range cc.KubeInformers.Core().V1().Pods().Informer().GetStore().List() {
-		if _, ok := obj.(*podcache.Pod); !ok {
-			t.Errorf("the standby caches a %T for a template a podcache.Pod covers", obj)
+		if _, ok := obj.(*informercache.Pod); !ok {
+			t.Errorf("the standby caches a %T for a template an informercache.Pod covers", obj)
 		}
 	}
 }

@@ -241,12 +241,25 @@ func (c *Config) IsNamespaceIgnored(namespace string) bool {
 	return false
 }
 
-// ClassMatches reports whether an object of the given className is this controller's to act
-// on, by spire-controller-manager's rule: objects of the configured class, and classless ones
-// when watchClassless is set. With no class configured that means classless objects only:
-// objects of any class belong to another install sharing the cluster.
-func (c *Config) ClassMatches(className string) bool {
-	return className == c.ClassName || (className == "" && c.WatchClassless)
+// Class is the className of the resources a controller acts on.
+type Class struct {
+	// Name is the class handled. Empty means classless resources only: resources of every
+	// other class belong to other installs sharing the cluster.
+	Name string
+	// WatchClassless makes a controller with a Name handle classless resources too.
+	WatchClassless bool
+}
+
+// Matches reports whether a resource of the given className is the controller's to act on,
+// by spire-controller-manager's rule: resources of the class, and classless ones when the
+// class is empty or classless resources are watched.
+func (c Class) Matches(className string) bool {
+	return className == c.Name || (className == "" && c.WatchClassless)
+}
+
+// Class is the class of the resources this controller acts on (className, watchClassless).
+func (c *Config) Class() Class {
+	return Class{Name: c.ClassName, WatchClassless: c.WatchClassless}
 }
 
 // UseSPIREAPISocketFlag applies spire-controller-manager's deprecated --spire-api-socket flag

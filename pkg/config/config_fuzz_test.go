@@ -89,7 +89,7 @@ func FuzzConfigParse(f *testing.F) {
 		}
 		// Must not panic on any namespace name.
 		_ = cfg.IsNamespaceIgnored(string(data))
-		_ = cfg.ClassMatches(string(data))
+		_ = cfg.Class().Matches(string(data))
 
 		// Parsing is deterministic: the same bytes give the same config.
 		again, err := Parse(data)

@@ -218,8 +218,8 @@ func TestClassMatches(t *testing.T) {
 		{"blue", "true", "red", false},
 	} {
 		cfg := &Config{ClassName: tc.class, WatchClassless: tc.watchClassless == "true"}
-		if got := cfg.ClassMatches(tc.object); got != tc.want {
-			t.Errorf("class %q watchClassless %s: ClassMatches(%q) = %v, want %v",
+		if got := cfg.Class().Matches(tc.object); got != tc.want {
+			t.Errorf("class %q watchClassless %s: Class().Matches(%q) = %v, want %v",
 				tc.class, tc.watchClassless, tc.object, got, tc.want)
 		}
 	}

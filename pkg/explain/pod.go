@@ -195,7 +195,7 @@ func (x *Explainer) unhandled(c *spirev1alpha1.ClusterSPIFFEID) (string, string)
 	switch {
 	case !x.cfg.Reconcile.ClusterSPIFFEIDs:
 		return ReasonClusterSPIFFEIDsNotReconciled, "the config sets reconcile.clusterSPIFFEIDs to false"
-	case !x.cfg.ClassMatches(c.Spec.ClassName):
+	case !x.cfg.Class().Matches(c.Spec.ClassName):
 		return ReasonClassMismatch, classMessage(c.Spec.ClassName, x.cfg)
 	case len(x.cfg.ClusterSPIFFEIDLabels) > 0 && !labels.SelectorFromSet(x.cfg.ClusterSPIFFEIDLabels).Matches(labels.Set(c.Labels)):
 		return ReasonNotWatched, fmt.Sprintf("it lacks the labels %s (clusterSPIFFEIDLabelSelector, filterByClassName)",
@@ -308,7 +308,7 @@ func maskedBy(p reconciler.Plan) map[*render.DeclaredEntry]*render.DeclaredEntry
 func (x *Explainer) splitOwned(pod *corev1.Pod, entries []*spiretypes.Entry) ([]*spiretypes.Entry, []Entry) {
 	opts := reconciler.Options{
 		EntryIDPrefix: x.cfg.EntryIDPrefix, EntryIDPrefixCleanup: x.cfg.EntryIDPrefixCleanup,
-		SkipPodEntries: !x.cfg.Reconcile.ClusterSPIFFEIDs, SkipOtherEntries: !x.cfg.Reconcile.ClusterStaticEntries,
+		SkipClusterSPIFFEIDs: !x.cfg.Reconcile.ClusterSPIFFEIDs, SkipClusterStaticEntries: !x.cfg.Reconcile.ClusterStaticEntries,
 	}
 	var owned []*spiretypes.Entry
 	var foreign []Entry

@@ -39,7 +39,7 @@ func TestOwns(t *testing.T) {
 		{name: "no prefix owns all", entry: pod("any"), want: true},
 		{name: "own prefix", opts: Options{EntryIDPrefix: "mine"}, entry: pod("mine.1"), want: true},
 		{name: "other prefix", opts: Options{EntryIDPrefix: "mine"}, entry: pod("theirs.1")},
-		{name: "pod entries skipped", opts: Options{SkipPodEntries: true}, entry: pod("any")},
+		{name: "pod entries skipped", opts: Options{SkipClusterSPIFFEIDs: true}, entry: pod("any")},
 		{name: "join token agent", entry: joinToken},
 	}
 	for _, tc := range cases {

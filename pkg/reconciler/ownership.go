@@ -35,16 +35,16 @@ type ownership struct {
 	// "<cleanup>." or, for "", IDs without a dot (SPIRE's own UUIDs). It moves a SPIRE server
 	// from one prefix (or none) to another.
 	cleanup *string
-	// skipPodEntries and skipOtherEntries disown the entries of a kind that is not reconciled:
-	// pod entries (ClusterSPIFFEIDs) and entries of no pod (ClusterStaticEntries).
-	skipPodEntries, skipOtherEntries bool
+	// skipClusterSPIFFEIDs and skipClusterStaticEntries disown the entries of a kind that is
+	// not reconciled: pod entries (ClusterSPIFFEIDs) and entries of no pod (ClusterStaticEntries).
+	skipClusterSPIFFEIDs, skipClusterStaticEntries bool
 	// keep are SPIFFE IDs whose entries are never deleted (Options.KeepSPIFFEIDs).
 	keep map[string]bool
 }
 
 func newOwnership(opts Options) ownership {
 	o := ownership{prefix: opts.EntryIDPrefix, cleanup: opts.EntryIDPrefixCleanup,
-		skipPodEntries: opts.SkipPodEntries, skipOtherEntries: opts.SkipOtherEntries}
+		skipClusterSPIFFEIDs: opts.SkipClusterSPIFFEIDs, skipClusterStaticEntries: opts.SkipClusterStaticEntries}
 	for _, id := range opts.KeepSPIFFEIDs {
 		if o.keep == nil {
 			o.keep = map[string]bool{}
@@ -70,7 +70,7 @@ func (o ownership) owns(e *spiretypes.Entry) bool {
 	if isJoinTokenEntry(e) {
 		return false
 	}
-	if isPod := render.PodUIDOf(e) != ""; (isPod && o.skipPodEntries) || (!isPod && o.skipOtherEntries) {
+	if isPod := render.PodUIDOf(e) != ""; (isPod && o.skipClusterSPIFFEIDs) || (!isPod && o.skipClusterStaticEntries) {
 		return false
 	}
 	return o.prefix == "" || strings.HasPrefix(e.GetId(), o.prefix+".")

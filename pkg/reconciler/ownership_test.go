@@ -82,11 +82,11 @@ func TestOwnershipOfDisabledKinds(t *testing.T) {
 	pod := podEntry("a.1", "p", "/a")
 	static := &spiretypes.Entry{Id: "a.2", SpiffeId: sid("/db"), ParentId: sid("/spire/server"),
 		Selectors: []*spiretypes.Selector{{Type: "unix", Value: "uid:1"}}}
-	noPods := ownership{skipPodEntries: true}
+	noPods := ownership{skipClusterSPIFFEIDs: true}
 	if noPods.owns(pod) || !noPods.owns(static) {
 		t.Errorf("with ClusterSPIFFEIDs off, pod entries must be left alone and others owned")
 	}
-	noStatics := ownership{skipOtherEntries: true}
+	noStatics := ownership{skipClusterStaticEntries: true}
 	if !noStatics.owns(pod) || noStatics.owns(static) {
 		t.Errorf("with ClusterStaticEntries off, entries of no pod must be left alone and pod entries owned")
 	}

@@ -255,20 +255,6 @@ func (r *Reconciler) current(k scopeKey) []*spiretypes.Entry {
 	return r.cache.forKey(k.key)
 }
 
-// writes counts the writes a plan makes.
-func (p *Plan) writes() int {
-	return len(p.ToCreate) + len(p.ToUpdate) + len(p.ToDelete)
-}
-
-// add appends another plan's changes to p.
-func (p *Plan) add(q Plan) {
-	p.ToCreate = append(p.ToCreate, q.ToCreate...)
-	p.ToUpdate = append(p.ToUpdate, q.ToUpdate...)
-	p.ToDelete = append(p.ToDelete, q.ToDelete...)
-	p.InSync = append(p.InSync, q.InSync...)
-	p.Masked = append(p.Masked, q.Masked...)
-}
-
 // retries returns the pods and the declarers of entries of no pod whose writes failed.
 func (r *Reconciler) retries(p Plan, failures map[render.Key]error) ([]types.UID, []string) {
 	var pods []types.UID

@@ -30,12 +30,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 )
 
 // TestCompactPodsGiveTheSameEntries runs the same cluster and the same pod events through a
 // controller whose pod cache holds whole pods (an embedder's factory) and one whose cache
-// holds podcache.Pods (the standalone binary): SPIRE must end up with the same entries after
+// holds informercache.Pods (the standalone binary): SPIRE must end up with the same entries after
 // the first resync and after each event, and the ClusterSPIFFEIDs with the same stats.
 func TestCompactPodsGiveTheSameEntries(t *testing.T) {
 	objects := func() []runtime.Object {
@@ -74,8 +74,8 @@ func TestCompactPodsGiveTheSameEntries(t *testing.T) {
 	outcomes := map[bool][]string{}
 	for _, compact := range []bool{false, true} {
 		env := newTestEnvWith(t, envOptions{compactPods: compact}, objects(), walkThroughClusterSPIFFEIDs()...)
-		cached := env.controller.podIndexer.List()
-		if _, isCompact := cached[0].(*podcache.Pod); isCompact != compact {
+		cached := env.podStore.List()
+		if _, isCompact := cached[0].(*informercache.Pod); isCompact != compact {
 			t.Fatalf("compact=%v: the pod cache holds %T", compact, cached[0])
 		}
 		for _, s := range steps {
@@ -86,7 +86,7 @@ func TestCompactPodsGiveTheSameEntries(t *testing.T) {
 			outcomes[compact] = append(outcomes[compact], s.name+": "+describeEntries(env.spire.Entries()))
 		}
 		for _, name := range []string{"web-server-identity", "api-server-identity"} {
-			c, err := env.controller.clusterSPIFFEIDLister.Get(name)
+			c, err := env.controller.clusterSPIFFEIDs.lister.Get(name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,17 +18,24 @@ limitations under the License.
 // ClusterSPIFFEIDs declare for the cluster's pods and ClusterStaticEntries declare literally.
 //
 // It is built as the endpointslice controller is: this package holds the informers, the event
-// handlers that map events to keys, the queues, the syncs and the status writers; pkg/render
-// turns objects into declared entries; pkg/reconciler owns SPIRE (entry cache, plan, writes).
+// handlers that map events to keys, the queues, the syncs and the status writers, by kind
+// (pod.go, clusterspiffeid.go, clusterstaticentry.go); pkg/render turns objects into declared
+// entries; pkg/reconciler owns SPIRE (entry cache, plan, writes).
 package entry
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -40,25 +47,22 @@ import (
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
-	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
-const (
-	// ControllerName names the controller in logs, Events, metrics and leader election.
-	ControllerName = "spire-registrar-entry-controller"
+// ControllerName names the controller in logs, Events, metrics and leader election.
+const ControllerName = "spire-registrar-entry-controller"
 
-	// statusDelay batches status writes: a ClusterSPIFFEID that selects thousands of pods gets
-	// one status update for a burst of pod syncs, not one per pod.
-	statusDelay = time.Second
-)
-
-// Options are the settings the controller renders entries with.
+// Options are the settings the controller renders and writes entries with. The embedded
+// reconciler options say which entries it owns: with SkipClusterSPIFFEIDs it reads no pod.
 type Options struct {
+	reconciler.Options
 	// TrustDomain every rendered SPIFFE ID and parent ID must belong to.
 	TrustDomain spiffeid.TrustDomain
 	// ClusterName and ClusterDomain are offered to templates.
@@ -66,37 +70,20 @@ type Options struct {
 	ClusterDomain string
 	// ParentIDTemplate renders each pod entry's parent ID.
 	ParentIDTemplate string
-	// IgnoreNamespace reports namespaces whose pods get no entries.
+	// IgnoreNamespace reports namespaces whose pods get no entries; nil ignores none.
 	IgnoreNamespace func(namespace string) bool
-	// ClassMatches reports whether a resource's className is this controller's to handle.
-	ClassMatches func(className string) bool
+	// Class selects the resources this controller handles.
+	Class config.Class
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
 	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
 	// on a large server (see runner.Loop); 0 means runner.DefaultMaxResyncShare.
 	MaxResyncShare float64
-	// EntryIDPrefix, when set, names the entries this controller owns: "<prefix>.<unique>".
-	// Other entries are invisible to it.
-	EntryIDPrefix string
-	// EntryIDPrefixCleanup, when set, names entries to delete at each full resync: those of
-	// that prefix, or for "" those whose ID has no dot.
-	EntryIDPrefixCleanup *string
-	// IgnoreClusterSPIFFEIDs and IgnoreClusterStaticEntries turn a kind off: its resources
-	// declare nothing, and the entries it would own (pod entries, and entries of no pod) are
-	// left alone rather than deleted.
-	IgnoreClusterSPIFFEIDs     bool
-	IgnoreClusterStaticEntries bool
-	// KeepSPIFFEIDs are SPIFFE IDs whose entries are never deleted: spire-registrar's own,
-	// when it reaches SPIRE over mTLS with an SVID an operator-made admin entry issues.
-	KeepSPIFFEIDs []string
-	// DryRun writes nothing anywhere: every planned change is logged at the default level, no
-	// status is written, and Events are only logged. The SPIRE client given to the controller
-	// is expected to be spire.DryRun, which writes nothing to SPIRE.
-	DryRun bool
-	// CheckPodProjection, when set, returns an error for a cached pod that lacks fields the
-	// ClusterSPIFFEIDs' templates can read, the pod informer keeping projections of pods: the
-	// sync fails and is retried, so that no entry is ever rendered from a partial pod.
-	CheckPodProjection PodProjectionCheck
+	// PodProjection, when the pod informer's pods are projected (see informercache), refuses
+	// a cached pod that lacks fields the ClusterSPIFFEIDs' templates can read: the sync fails
+	// and is retried, so that no entry is ever rendered from a partial pod. nil: pods are
+	// whole.
+	PodProjection *informercache.PodProjection
 }
 
 // Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and
@@ -109,53 +96,31 @@ type Options struct {
 // against a fresh list; it is the only path that removes entries of pods the controller never
 // saw, and the one that repairs changes made behind its back.
 type Controller struct {
-	opts       Options
-	renderer   *render.Renderer
-	reconciler *reconciler.Reconciler
-	// spireAPI writes the status of our resources; nil when there is no API (static mode).
-	spireAPI spireclientset.Interface
-	events   *runner.Events
+	opts       Options                // how entries are rendered, and which are owned
+	renderer   *render.Renderer       // renders declared entries from the cached objects
+	reconciler *reconciler.Reconciler // owns SPIRE: the entry cache, the diff and the writes
+	events     *runner.Events         // records Events, or only logs them
 
-	// podIndexer is the pod informer's cache, read through podcache.View (see pods.go).
-	podIndexer               cache.Indexer
-	namespaceLister          corelisters.NamespaceLister
-	nodeLister               corelisters.NodeLister
-	clusterSPIFFEIDLister    spirelisters.ClusterSPIFFEIDLister
-	clusterStaticEntryLister spirelisters.ClusterStaticEntryLister
-	sliceIndexer             cache.Indexer
-	cachesSynced             []cache.InformerSynced
+	pods            *informercache.PodLister    // pods, read as views and expanded only to render
+	namespaceLister corelisters.NamespaceLister // namespaces, for selectors and templates
+	nodeLister      corelisters.NodeLister      // nodes, for templates and parent IDs
+	sliceIndexer    cache.Indexer               // EndpointSlices by the pods they target
+	cachesSynced    []cache.InformerSynced      // the informers Run waits for
 
-	// podQueue holds pod UIDs to sync; clusterSPIFFEIDQueue holds ClusterSPIFFEID names whose
-	// change must fan out to pods; statusQueue holds ClusterSPIFFEID names whose status may be
-	// out of date; clusterStaticEntryQueue holds ClusterStaticEntry names to sync.
-	podQueue             workqueue.TypedRateLimitingInterface[types.UID]
-	clusterSPIFFEIDQueue workqueue.TypedRateLimitingInterface[string]
-	statusQueue          workqueue.TypedRateLimitingInterface[string]
-	// statusPacer spaces the status syncs that pod syncs cause by what they cost.
-	statusPacer             *statusPacer
-	clusterStaticEntryQueue workqueue.TypedRateLimitingInterface[string]
+	podQueue   workqueue.TypedRateLimitingInterface[types.UID] // pod UIDs to sync
+	podParking *runner.Parking[types.UID]                      // pods waiting for SPIRE to answer
+	podLatency *metrics.PodEntryLatencyTracker                 // each pod's time to its entries
 
-	// podParking and clusterStaticEntryParking hold the keys whose sync failed only because
-	// SPIRE was unreachable, until it answers again.
-	podParking                *runner.Parking[types.UID]
-	clusterStaticEntryParking *runner.Parking[string]
+	clusterSPIFFEIDs     *clusterSPIFFEIDs     // lister, compiled cache, fan-out and status
+	clusterStaticEntries *clusterStaticEntries // lister, queue, parking and status
 
-	clusterSPIFFEIDs *clusterSPIFFEIDCache
-	// podLatency observes each pod's time to its entries.
-	podLatency *metrics.PodEntryLatencyTracker
-
-	// synced is set once the first full resync succeeded; nothing is written before.
-	synced atomic.Bool
-
-	// clusterSPIFFEIDConditions and clusterStaticEntryConditions learn whether the installed
-	// CRDs keep status conditions (spire-controller-manager's own CRDs prune them).
-	clusterSPIFFEIDConditions, clusterStaticEntryConditions runner.ConditionSupport
+	synced atomic.Bool // set once the first full resync succeeded; nothing is written before
 }
 
 // NewController wires the controller to the given informers. It registers indexes and event
 // handlers but starts nothing: the caller starts the informer factories, then calls Run.
 //
-// When opts.IgnoreClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used and the
+// When opts.SkipClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used and the
 // others may be nil. kubeClient, which receives Events, and spireAPI, which writes the status
 // of our resources, may be nil: Events are then only logged and status is left alone (static
 // mode, where the resources are files). opts.DryRun has the same effect with both set.
@@ -172,12 +137,8 @@ func NewController(
 	spireClient spire.EntryClient,
 	opts Options,
 ) (*Controller, error) {
-	logger := klog.FromContext(ctx)
 	if opts.IgnoreNamespace == nil {
 		opts.IgnoreNamespace = func(string) bool { return false }
-	}
-	if opts.ClassMatches == nil {
-		opts.ClassMatches = func(string) bool { return true }
 	}
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
@@ -186,50 +147,38 @@ func NewController(
 	if err != nil {
 		return nil, err
 	}
-
+	if opts.DryRun {
+		spireAPI = nil // A dry run writes no status.
+	}
 	c := &Controller{
-		opts:     opts,
-		renderer: r,
-		reconciler: reconciler.NewReconciler(spireClient, reconciler.Options{
-			EntryIDPrefix:        opts.EntryIDPrefix,
-			EntryIDPrefixCleanup: opts.EntryIDPrefixCleanup,
-			SkipPodEntries:       opts.IgnoreClusterSPIFFEIDs,
-			SkipOtherEntries:     opts.IgnoreClusterStaticEntries,
-			DryRun:               opts.DryRun,
-			KeepSPIFFEIDs:        opts.KeepSPIFFEIDs,
-		}),
-		spireAPI: spireAPI,
-		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
-
-		clusterStaticEntryLister: clusterStaticEntryInformer.Lister(),
-		cachesSynced:             []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced},
-
-		podQueue:                runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
-		clusterSPIFFEIDQueue:    runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
-		statusQueue:             runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
-		clusterStaticEntryQueue: runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500),
-
-		clusterSPIFFEIDs: newClusterSPIFFEIDCache(),
-		statusPacer:      newStatusPacer(),
-		podLatency:       metrics.NewPodEntryLatencyTracker(),
+		opts:       opts,
+		renderer:   r,
+		reconciler: reconciler.NewReconciler(spireClient, opts.Options),
+		events:     runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
+		podQueue:   runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
+		podLatency: metrics.NewPodEntryLatencyTracker(),
 	}
 	c.podParking = runner.NewParking(c.podQueue, c.reconciler.Probe)
-	c.clusterStaticEntryParking = runner.NewParking(c.clusterStaticEntryQueue, c.reconciler.Probe)
+	c.clusterSPIFFEIDs = newClusterSPIFFEIDs(spireAPI)
+	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), spireAPI, c.reconciler.Probe)
+	c.cachesSynced = []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced}
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err
 	}
-	if opts.IgnoreClusterSPIFFEIDs {
+	if opts.SkipClusterSPIFFEIDs {
 		// Nothing reads pods then: asking for their informers would cache every pod of the
 		// cluster for no use.
 		return c, nil
 	}
 	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || clusterSPIFFEIDInformer == nil {
-		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are ignored")
+		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are skipped")
 	}
-	c.podIndexer = podInformer.Informer().GetIndexer()
+	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
+		return nil, err
+	}
 	c.namespaceLister = namespaceInformer.Lister()
 	c.nodeLister = nodeInformer.Lister()
-	c.clusterSPIFFEIDLister = clusterSPIFFEIDInformer.Lister()
+	c.clusterSPIFFEIDs.lister = clusterSPIFFEIDInformer.Lister()
 	c.sliceIndexer = sliceInformer.Informer().GetIndexer()
 	c.cachesSynced = append(c.cachesSynced,
 		sliceInformer.Informer().HasSynced,
@@ -238,14 +187,10 @@ func NewController(
 		nodeInformer.Informer().HasSynced,
 		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
-
-	if err := runner.AddIndexers(podInformer.Informer(), PodIndexers()); err != nil {
-		return nil, fmt.Errorf("adding pod indexes: %w", err)
-	}
-	if err := runner.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
+	if err := informercache.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
 		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
 	}
-	if err := c.addPodEventHandlers(logger, podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
+	if err := c.addPodEventHandlers(klog.FromContext(ctx), podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -260,6 +205,7 @@ func (c *Controller) HasSynced() bool {
 // Run waits for the informers, runs the first full resync (retrying until SPIRE answers),
 // then runs workers until ctx is done. It returns once every goroutine it started has ended.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	statics := c.clusterStaticEntries
 	runner.Run(ctx, runner.Loop{
 		Name:           ControllerName,
 		Events:         c.events,
@@ -274,18 +220,194 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 				runner.Work(ctx, ControllerName, "pod", c.podQueue, c.podParking, c.syncPod)
 			}},
 			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDQueue, nil, c.syncClusterSPIFFEID)
+				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDs.fanOut, nil, c.syncClusterSPIFFEID)
 			}},
 			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.statusQueue, nil, c.syncClusterSPIFFEIDStatus)
+				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.clusterSPIFFEIDs.status.queue, nil, c.syncClusterSPIFFEIDStatus)
 			}},
 			// One worker: syncClusterStaticEntry relies on it.
 			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterStaticEntry", c.clusterStaticEntryQueue, c.clusterStaticEntryParking, c.syncClusterStaticEntry)
+				runner.Work(ctx, ControllerName, "clusterStaticEntry", statics.queue, statics.parking, c.syncClusterStaticEntry)
 			}},
 			{Count: 1, Work: c.podParking.Run},
-			{Count: 1, Work: c.clusterStaticEntryParking.Run},
+			{Count: 1, Work: statics.parking.Run},
 		},
-		Queues: []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDQueue, c.statusQueue, c.clusterStaticEntryQueue},
+		Queues: []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDs.fanOut, c.clusterSPIFFEIDs.status.queue, statics.queue},
 	})
+}
+
+// addPodEventHandlers maps every event that can change a pod's entries to the pods it
+// affects. Handlers run on the informers' goroutines, so they only compute keys and enqueue; a
+// ClusterSPIFFEID's fan-out to its pods runs in its own worker.
+func (c *Controller) addPodEventHandlers(
+	logger klog.Logger,
+	podInformer coreinformers.PodInformer,
+	namespaceInformer coreinformers.NamespaceInformer,
+	nodeInformer coreinformers.NodeInformer,
+	sliceInformer discoveryinformers.EndpointSliceInformer,
+	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
+) error {
+	// Objects of an informer's initial list enqueue no pod: the initial full resync, which runs
+	// once every informer has synced and before any worker starts, declares every pod from the
+	// listers. Syncing them again would only find them in sync, at 30k pods a backlog of tens
+	// of seconds in front of the first new pod.
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{podInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(c.enqueuePod),
+			UpdateFunc: c.onPodUpdate,
+			DeleteFunc: func(obj any) { c.enqueuePod(obj) },
+		}},
+		{namespaceInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(func(obj any) { c.enqueuePodsIn(logger, obj) }),
+			UpdateFunc: c.onNamespaceUpdate(logger),
+			DeleteFunc: func(obj any) { c.enqueuePodsIn(logger, obj) },
+		}},
+		{nodeInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(func(obj any) { c.enqueuePodsOn(logger, obj) }),
+			UpdateFunc: c.onNodeUpdate(logger),
+			DeleteFunc: func(obj any) { c.enqueuePodsOn(logger, obj) },
+		}},
+		{sliceInformer.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    unlessInitial(c.enqueueSlicePods),
+			UpdateFunc: c.onSliceUpdate,
+			DeleteFunc: func(obj any) { c.enqueueSlicePods(obj) },
+		}},
+		{clusterSPIFFEIDInformer.Informer(), c.clusterSPIFFEIDs.eventHandler()},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			return fmt.Errorf("adding event handler: %w", err)
+		}
+	}
+	return nil
+}
+
+// unlessInitial adapts an add handler to skip the objects of the informer's initial list.
+func unlessInitial(add func(obj any)) func(obj any, isInInitialList bool) {
+	return func(obj any, isInInitialList bool) {
+		if !isInInitialList {
+			add(obj)
+		}
+	}
+}
+
+func (c *Controller) enqueuePod(obj any) {
+	if pod, ok := informercache.ViewOf(obj); ok {
+		c.podQueue.Add(pod.UID)
+	}
+}
+
+func (c *Controller) enqueuePodView(pod informercache.View) {
+	c.podQueue.Add(pod.UID)
+}
+
+// enqueuePodUIDs enqueues pods by UID.
+func (c *Controller) enqueuePodUIDs(uids []types.UID) {
+	for _, uid := range uids {
+		c.podQueue.Add(uid)
+	}
+}
+
+// onPodUpdate enqueues a pod only when something an entry depends on changed: templates see
+// the pod's metadata and spec, and the phase decides whether it gets an entry. Most pod
+// updates at scale are status updates, which this skips. A relist may pair versions of two
+// pods of one name: both are enqueued then.
+func (c *Controller) onPodUpdate(oldObj, newObj any) {
+	oldPod, okOld := informercache.ViewOf(oldObj)
+	newPod, okNew := informercache.ViewOf(newObj)
+	if !okOld || !okNew || oldPod.ResourceVersion == newPod.ResourceVersion {
+		return
+	}
+	if !informercache.SameForEntries(oldObj, newObj) {
+		if oldPod.UID != newPod.UID {
+			c.podQueue.Add(oldPod.UID)
+		}
+		c.podQueue.Add(newPod.UID)
+	}
+}
+
+func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
+	ns, ok := runner.Unwrap[*corev1.Namespace](obj)
+	if !ok {
+		return
+	}
+	if err := c.pods.EachIn(ns.Name, labels.Everything(), c.enqueuePodView); err != nil {
+		logger.Error(err, "Listing pods of namespace", "namespace", klog.KObj(ns))
+	}
+}
+
+// onNamespaceUpdate resyncs a namespace's pods when its labels change; templates see nothing
+// else of it.
+func (c *Controller) onNamespaceUpdate(logger klog.Logger) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		oldNS, newNS := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+		if !maps.Equal(oldNS.Labels, newNS.Labels) {
+			c.enqueuePodsIn(logger, newNS)
+		}
+	}
+}
+
+func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
+	node, ok := runner.Unwrap[*corev1.Node](obj)
+	if !ok {
+		return
+	}
+	if err := c.pods.EachOnNode(node.Name, c.enqueuePodView); err != nil {
+		logger.Error(err, "Listing pods of node", "node", klog.KObj(node))
+	}
+}
+
+// onNodeUpdate resyncs a node's pods when what templates see of it changes. Nodes update
+// their status every few seconds; that is skipped.
+func (c *Controller) onNodeUpdate(logger klog.Logger) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		oldNode, newNode := oldObj.(*corev1.Node), newObj.(*corev1.Node)
+		if oldNode.UID != newNode.UID ||
+			!maps.Equal(oldNode.Labels, newNode.Labels) ||
+			!maps.Equal(oldNode.Annotations, newNode.Annotations) ||
+			!apiequality.Semantic.DeepEqual(oldNode.Spec, newNode.Spec) {
+			c.enqueuePodsOn(logger, newNode)
+		}
+	}
+}
+
+// endpointSlicePodIndex finds the EndpointSlices whose endpoints target a pod, by the pod's
+// "namespace/name".
+const endpointSlicePodIndex = "targetPod"
+
+// indexEndpointSliceByPod indexes a slice under every pod its endpoints target, ready or not.
+func indexEndpointSliceByPod(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	return render.SlicePods(slice), nil
+}
+
+// enqueueSlicePods resyncs the pods a slice targets: their service DNS names may change.
+func (c *Controller) enqueueSlicePods(obj any) {
+	slice, ok := runner.Unwrap[*discoveryv1.EndpointSlice](obj)
+	if !ok {
+		return
+	}
+	for _, key := range render.SlicePods(slice) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		if pod, ok := c.pods.ByName(ns, name); ok {
+			c.podQueue.Add(pod.UID)
+		}
+	}
+}
+
+// onSliceUpdate resyncs only when the pods a slice lists as v1 Endpoints would, or its
+// Service, changed; most readiness flips change neither.
+func (c *Controller) onSliceUpdate(oldObj, newObj any) {
+	oldSlice, newSlice := oldObj.(*discoveryv1.EndpointSlice), newObj.(*discoveryv1.EndpointSlice)
+	if render.ServiceOf(oldSlice) == render.ServiceOf(newSlice) && slices.Equal(render.SliceListedPods(oldSlice), render.SliceListedPods(newSlice)) {
+		return
+	}
+	c.enqueueSlicePods(oldSlice)
+	c.enqueueSlicePods(newSlice)
 }

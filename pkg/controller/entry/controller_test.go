@@ -42,8 +42,9 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
@@ -57,6 +58,8 @@ type testEnv struct {
 	client   *spire.Client
 	kube     *k8sfake.Clientset
 	spireAPI *spirefake.Clientset
+	// podStore is the pod informer's cache, as the controller's informer holds it.
+	podStore cache.Store
 }
 
 // envOptions change how newTestEnvWith builds the controller.
@@ -69,7 +72,7 @@ type envOptions struct {
 	dryRun     bool
 	// ignoreNamespace, when set, is the controller's IgnoreNamespace.
 	ignoreNamespace func(string) bool
-	// compactPods caches pods as podcache.Pods, as the standalone binary does.
+	// compactPods caches pods as informercache.Pods, as the standalone binary does.
 	compactPods bool
 }
 
@@ -111,7 +114,7 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 	if o.compactPods {
 		kubeOptions = append(kubeOptions, informers.WithTransform(func(obj any) (any, error) {
 			if pod, ok := obj.(*corev1.Pod); ok {
-				return podcache.Compact(pod, ""), nil
+				return informercache.Compact(pod, 0), nil
 			}
 			return obj, nil
 		}))
@@ -128,12 +131,13 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 			ClusterName:      "demo",
 			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
 			ResyncInterval:   time.Hour,
-			DryRun:           o.dryRun,
+			Options:          reconciler.Options{DryRun: o.dryRun},
 			IgnoreNamespace:  o.ignoreNamespace,
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.podStore = kubeInformers.Core().V1().Pods().Informer().GetStore()
 	kubeInformers.Start(ctx.Done())
 	spireInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), env.controller.cachesSynced...) {
@@ -337,7 +341,7 @@ func waitForPod(t *testing.T, env *testEnv, uid ktypes.UID, present bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, found, _ := env.controller.podByUID(uid); found == present {
+		if _, found, _ := env.controller.pods.ByUID(uid); found == present {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -63,9 +63,9 @@ func newHandlerTestController(t *testing.T, objects ...runtime.Object) *Controll
 	}
 	t.Cleanup(func() {
 		c.podQueue.ShutDown()
-		c.clusterSPIFFEIDQueue.ShutDown()
-		c.statusQueue.ShutDown()
-		c.clusterStaticEntryQueue.ShutDown()
+		c.clusterSPIFFEIDs.fanOut.ShutDown()
+		c.clusterSPIFFEIDs.status.queue.ShutDown()
+		c.clusterStaticEntries.queue.ShutDown()
 	})
 	for _, obj := range objects {
 		var err error
@@ -281,8 +281,8 @@ func TestOnClusterSPIFFEIDUpdate(t *testing.T) {
 			oldObj := withRV(clusterSPIFFEID("web", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{}), "1")
 			newObj := withRV(oldObj.DeepCopy(), "2")
 			tc.update(newObj)
-			c.onClusterSPIFFEIDUpdate(oldObj, newObj)
-			if diff := cmp.Diff(tc.want, queued(c.clusterSPIFFEIDQueue)); diff != "" {
+			c.clusterSPIFFEIDs.eventHandler().OnUpdate(oldObj, newObj)
+			if diff := cmp.Diff(tc.want, queued(c.clusterSPIFFEIDs.fanOut)); diff != "" {
 				t.Errorf("ClusterSPIFFEIDs queued for fan-out (-want +got):\n%s", diff)
 			}
 		})
@@ -308,7 +308,7 @@ func TestOnClusterStaticEntryUpdate(t *testing.T) {
 			newObj := withRV(oldObj.DeepCopy(), "2")
 			tc.update(newObj)
 			c.onClusterStaticEntryUpdate(oldObj, newObj)
-			if diff := cmp.Diff(tc.want, queued(c.clusterStaticEntryQueue)); diff != "" {
+			if diff := cmp.Diff(tc.want, queued(c.clusterStaticEntries.queue)); diff != "" {
 				t.Errorf("ClusterStaticEntries queued (-want +got):\n%s", diff)
 			}
 		})
@@ -320,11 +320,11 @@ func TestOnClusterStaticEntryUpdate(t *testing.T) {
 func TestDeleteEventsEnqueueTombstones(t *testing.T) {
 	c := newHandlerTestController(t)
 	c.enqueuePod(cacheTombstone(pod("production", "web", "node-1", nil)))
-	c.enqueueClusterSPIFFEID(cacheTombstone(clusterSPIFFEID("web", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{})))
+	c.clusterSPIFFEIDs.enqueue(cacheTombstone(clusterSPIFFEID("web", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{})))
 	if diff := cmp.Diff([]ktypes.UID{"uid-production-web"}, queued(c.podQueue)); diff != "" {
 		t.Errorf("pods queued (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"web"}, queued(c.clusterSPIFFEIDQueue)); diff != "" {
+	if diff := cmp.Diff([]string{"web"}, queued(c.clusterSPIFFEIDs.fanOut)); diff != "" {
 		t.Errorf("ClusterSPIFFEIDs queued (-want +got):\n%s", diff)
 	}
 }
@@ -362,9 +362,9 @@ func TestInitialListQueuesNoPodSync(t *testing.T) {
 	}
 	defer func() {
 		c.podQueue.ShutDown()
-		c.clusterSPIFFEIDQueue.ShutDown()
-		c.statusQueue.ShutDown()
-		c.clusterStaticEntryQueue.ShutDown()
+		c.clusterSPIFFEIDs.fanOut.ShutDown()
+		c.clusterSPIFFEIDs.status.queue.ShutDown()
+		c.clusterStaticEntries.queue.ShutDown()
 	}()
 	kubeInformers.Start(ctx.Done())
 	spireInformers.Start(ctx.Done())
@@ -374,11 +374,11 @@ func TestInitialListQueuesNoPodSync(t *testing.T) {
 	if got := queued(c.podQueue); len(got) != 0 {
 		t.Errorf("pods queued by the initial lists: %v, want none", got)
 	}
-	if got := queued(c.clusterSPIFFEIDQueue); len(got) != 0 {
+	if got := queued(c.clusterSPIFFEIDs.fanOut); len(got) != 0 {
 		t.Errorf("ClusterSPIFFEIDs queued for fan-out by the initial list: %v, want none", got)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return c.statusQueue.Len() == 1, nil
+		return c.clusterSPIFFEIDs.status.queue.Len() == 1, nil
 	}); err != nil {
 		t.Errorf("ClusterSPIFFEID status not queued after the initial list: %v", err)
 	}

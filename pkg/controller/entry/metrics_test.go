@@ -148,7 +148,7 @@ func TestEntryOutcomesFollowStatus(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, err := env.controller.clusterSPIFFEIDLister.Get(name); err != nil {
+		if _, err := env.controller.clusterSPIFFEIDs.lister.Get(name); err != nil {
 			break
 		}
 		if time.Now().After(deadline) {

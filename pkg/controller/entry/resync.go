@@ -18,12 +18,12 @@ package entry
 
 import (
 	"context"
+
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 )
 
@@ -35,7 +35,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.enqueueStatus(res.StatusChanged)
+	c.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
 	// Static entries are few: resync each, which also brings its status up to date.
 	c.enqueueAllClusterStaticEntries()
 	if res.WriteErr != nil {
@@ -46,7 +46,7 @@ func (c *Controller) fullResync(ctx context.Context) error {
 			c.podQueue.AddRateLimited(uid)
 		}
 		for _, name := range res.RetryNames {
-			c.clusterStaticEntryQueue.AddRateLimited(name)
+			c.clusterStaticEntries.queue.AddRateLimited(name)
 		}
 		klog.FromContext(ctx).Error(res.WriteErr, "Some writes of the full resync failed; their pods and static entries are retried")
 	}
@@ -74,7 +74,7 @@ func (c *Controller) declareAll(ctx context.Context) (reconciler.Declared, error
 func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map[types.UID][]string, error) {
 	var declared reconciler.Declared
 	renderFailures := map[types.UID][]string{}
-	if c.opts.IgnoreClusterSPIFFEIDs {
+	if c.opts.SkipClusterSPIFFEIDs {
 		return declared, renderFailures, nil
 	}
 	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()
@@ -83,30 +83,23 @@ func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map
 	}
 	// Rendering keeps nothing of the pod but strings, so one expansion serves every pod.
 	var scratch corev1.Pod
-	for _, obj := range c.podIndexer.List() {
-		cached, ok := podcache.ViewOf(obj)
-		if !ok {
-			continue
+	var notProjected error
+	c.pods.Each(func(cached informercache.View) {
+		if notProjected != nil {
+			return
+		}
+		if notProjected = c.opts.PodProjection.Check(cached, clusterSPIFFEIDs); notProjected != nil {
+			return
 		}
 		pod := cached.PodInto(&scratch)
-		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
-			return declared, nil, err
-		}
 		entries, failed := c.declarePod(ctx, pod, clusterSPIFFEIDs)
 		declared.Entries = append(declared.Entries, entries...)
 		if len(failed) > 0 {
 			renderFailures[pod.UID] = failed
 		}
+	})
+	if notProjected != nil {
+		return declared, nil, notProjected
 	}
 	return declared, renderFailures, nil
-}
-
-func (c *Controller) enqueueAllClusterStaticEntries() {
-	all, err := c.clusterStaticEntryLister.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, cse := range all {
-		c.clusterStaticEntryQueue.Add(cse.Name)
-	}
 }

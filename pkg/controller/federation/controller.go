@@ -32,6 +32,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
@@ -122,7 +123,7 @@ func NewController(
 		return nil, err
 	}
 
-	if err := runner.AddIndexers(cftdInformer.Informer(), cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
+	if err := informercache.AddIndexers(cftdInformer.Informer(), cache.Indexers{trustDomainIndex: indexByTrustDomain}); err != nil {
 		return nil, fmt.Errorf("adding trust domain index: %w", err)
 	}
 	if err := c.addEventHandlers(cftdInformer); err != nil {

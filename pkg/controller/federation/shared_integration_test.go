@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -61,7 +62,7 @@ func TestTwoClassesShareOneServer(t *testing.T) {
 		c, err := NewController(ctx, factory.Spire().V1alpha1().ClusterFederatedTrustDomains(), kubeClient, spireAPI, client, Options{
 			Options: fedreconciler.Options{
 				TrustDomain:  spiffeid.RequireTrustDomainFromString(spireServer.TrustDomain()),
-				Class:        fedreconciler.Class{Name: class},
+				Class:        config.Class{Name: class},
 				SharedServer: true,
 			},
 			ResyncInterval: time.Second,

@@ -19,7 +19,7 @@ limitations under the License.
 // backoff, then runs the workers and the periodic resync until the context ends; the named
 // rate-limited queues and the worker that syncs their keys with kube-controller-manager's
 // retry policy; the Events helper; the full-resync metrics; and the small helpers of event
-// handlers and status writers (AddIndexers, Unwrap, Truncate).
+// handlers and status writers (Unwrap, Truncate).
 package runner
 
 import (

@@ -33,31 +33,16 @@ import (
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
-
-// Class is the className of the resources a controller handles.
-type Class struct {
-	// Name is the className handled. Empty means classless resources only, as in
-	// spire-controller-manager: resources of every other class belong to other installs.
-	Name string
-	// WatchClassless makes a controller with a Name handle classless resources too.
-	WatchClassless bool
-}
-
-// Matches reports whether a resource of the given className is handled: resources of the
-// class, and classless ones when the class is empty or classless resources are watched.
-// This is spire-controller-manager's rule.
-func (c Class) Matches(className string) bool {
-	return className == c.Name || (className == "" && c.WatchClassless)
-}
 
 // Options are the settings the reconciler declares and writes relationships with.
 type Options struct {
 	// TrustDomain is the SPIRE server's own trust domain, which cannot federate with itself.
 	TrustDomain spiffeid.TrustDomain
 	// Class selects the resources that declare relationships.
-	Class Class
+	Class config.Class
 	// SharedServer says other owners keep relationships on the SPIRE server too: then only
 	// relationships this reconciler's resources gave up are deleted (see ownership.go),
 	// instead of every relationship no resource declares.

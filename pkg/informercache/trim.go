@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package app
+package informercache
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -24,24 +24,24 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
-// cachedReach is what the caches keep of pods and nodes for templates: all they can see but
-// managedFields. Templates of ClusterSPIFFEIDs created after start-up may read any field,
-// so the cache cannot keep less without refilling itself when they do.
-var cachedReach = render.FullReach()
+// fullReach is all that templates can see of pods and nodes but managedFields: what a cache
+// keeps of them when it cannot tell which ClusterSPIFFEIDs will read what.
+var fullReach = render.FullReach()
 
-// trimForCache keeps of each object what the controllers read (see the render projections):
-// of pods their metadata, spec, phase and PodScheduled condition; of nodes their metadata and
-// spec; of namespaces their labels; of EndpointSlices their Service and endpoints' targets
-// and conditions; of every other object all but managedFields. A running pod's status and
-// managedFields are often larger than the rest of it, and at tens of thousands of pods the
-// caches are most of the process's memory. An embedding binary whose own controllers need
-// more should pass factories of its own.
-func trimForCache(obj any) (any, error) {
+// Trim keeps of each object what the controllers read: of pods and nodes all that templates
+// can see but managedFields (render.FullReach), and of pods also their phase and PodScheduled
+// condition; of namespaces their labels; of EndpointSlices their Service and endpoints'
+// targets and conditions; of every other object all but managedFields. A running pod's
+// status and managedFields are often larger than the rest of it, and at tens of thousands of
+// pods the caches are most of the process's memory. It is the transform of informer factories
+// that other controllers may share, which need pods whole: an embedding binary whose own
+// controllers need more should pass factories of its own.
+func Trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return render.ProjectPod(o, cachedReach), nil
+		return render.ProjectPod(o, fullReach), nil
 	case *corev1.Node:
-		return render.ProjectNode(o, cachedReach), nil
+		return render.ProjectNode(o, fullReach), nil
 	case *corev1.Namespace:
 		return render.ProjectNamespace(o), nil
 	case *discoveryv1.EndpointSlice:

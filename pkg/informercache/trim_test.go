@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package app
+package informercache
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
-func TestTrimForCacheKeepsWhatTemplatesAndControllersSee(t *testing.T) {
+func TestTrimKeepsWhatTemplatesAndControllersSee(t *testing.T) {
 	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(100, 0)}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "prod", UID: "u", ResourceVersion: "7",
@@ -40,7 +40,7 @@ func TestTrimForCacheKeepsWhatTemplatesAndControllersSee(t *testing.T) {
 	want := pod.DeepCopy()
 	want.ManagedFields = nil
 	want.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{scheduled}}
-	out, err := trimForCache(pod)
+	out, err := Trim(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +53,14 @@ func TestTrimForCacheKeepsWhatTemplatesAndControllersSee(t *testing.T) {
 		Status: corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"big"}}}}}
 	wantNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", Labels: map[string]string{"zone": "a"}},
 		Spec: corev1.NodeSpec{ProviderID: "p"}}
-	out, _ = trimForCache(node)
+	out, _ = Trim(node)
 	if diff := cmp.Diff(wantNode, out); diff != "" {
 		t.Errorf("trimmed node (-want +got):\n%s", diff)
 	}
 
 	inputClusterSPIFFEID := &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "c", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "t"}}
-	out, _ = trimForCache(inputClusterSPIFFEID)
+	out, _ = Trim(inputClusterSPIFFEID)
 	if got := out.(*spirev1alpha1.ClusterSPIFFEID); got.ManagedFields != nil || got.Spec.SPIFFEIDTemplate != "t" {
 		t.Errorf("trimmed ClusterSPIFFEID wrongly: %+v", got)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package app
+package informercache
 
 import (
 	"encoding/json"
@@ -30,7 +30,6 @@ import (
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
@@ -67,27 +66,32 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// BenchmarkPodCacheMemory fills an indexer, with the pod informer's and the entry
-// controller's indexes, with 30k decoded pods through each transform, and reports the live
-// heap per pod.
+// BenchmarkPodCacheMemory fills an indexer, with the pod informer's and the PodLister's
+// indexes, with 30k decoded pods through each transform, and reports the live heap per pod.
 //
-//	go test -run '^$' -bench BenchmarkPodCacheMemory -benchtime 1x ./pkg/app/
+//	go test -run '^$' -bench BenchmarkPodCacheMemory -benchtime 1x ./pkg/informercache/
 func BenchmarkPodCacheMemory(b *testing.B) {
 	data := kwokPodProto(b)
 	renderer, err := render.NewRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "c", "", config.DefaultParentIDTemplate)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The projection for spire-controller-manager's default ClusterSPIFFEID template and
-	// parent ID template, as narrowPodProjection makes it.
-	typical := renderer.Reach()
-	typical.Union(render.CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
-	}}).Reach())
-	projection := newPodProjection(false)
-	projection.setReach(typical)
-	compact := newPodProjection(true)
-	compact.setReach(typical)
+	// The projections for spire-controller-manager's default ClusterSPIFFEID template and
+	// parent ID template, as the standalone binary narrows to them, and for one that also
+	// reads the pod's hostname, which a compact Pod does not keep.
+	reachOf := func(template string) render.Reach {
+		reach := renderer.Reach()
+		reach.Union(render.CompileClusterSPIFFEID(&spirev1alpha1.ClusterSPIFFEID{Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: template,
+		}}).Reach())
+		return reach
+	}
+	projection := func(template string) cache.TransformFunc {
+		p := NewPodProjection()
+		p.relist = func() {}
+		p.Narrow(reachOf(template))
+		return p.Transform
+	}
 
 	for _, tc := range []struct {
 		name      string
@@ -95,15 +99,15 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 	}{
 		{"untransformed", func(obj any) (any, error) { return obj, nil }},
 		// What an embedder's factories, or a pod informer that cannot list again, keep.
-		{"allButManagedFields", trimForCache},
-		{"projectedForDefaultTemplate", projection.transform},
-		// What the standalone binary keeps (CompactPods).
-		{"compactForDefaultTemplate", compact.transform},
+		{"allButManagedFields", Trim},
+		{"projectedForHostnameTemplate", projection("spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/host/{{ .PodSpec.Hostname }}")},
+		// What the standalone binary keeps.
+		{"compactForDefaultTemplate", projection("spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				indexers := entry.PodIndexers()
-				indexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
+				indexers := cache.Indexers{uidBucketIndex: indexByUIDBucket, nodeNameIndex: indexByNodeName,
+					cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
 				before := heapInUse()
 				for i := range benchPods {
@@ -130,12 +134,4 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 			}
 		})
 	}
-}
-
-// setReach makes reach the one projections keep from now on; the pods cached so far keep
-// theirs until they change or the informer lists again.
-func (p *podProjection) setReach(reach render.Reach) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.appendGeneration(reach)
 }

@@ -14,16 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package podcache is how pods are cached when the templates of the active ClusterSPIFFEIDs
-// read no more of a pod than its identity, labels, node and service account, which is what
-// nearly every template reads. A *corev1.Pod takes about 1,250 bytes before any of its
-// strings, most of them fields nobody reads; a Pod keeps what the entry controller and such
-// templates read in 160, and shares what pods repeat (namespaces, nodes, service accounts,
-// label sets). At 30k pods the pod cache is most of the controller's memory.
-//
-// The cache may hold whole pods too (an embedder's informer factory, or templates that read
-// more): View and ViewOf read either kind.
-package podcache
+package informercache
 
 import (
 	"unique"
@@ -54,10 +45,10 @@ type Pod struct {
 	scheduledAt metav1.Time
 	labels      *labelSet
 	// The strings pods repeat are shared: a handle keeps the shared copy alive, so that the
-	// next pod with the same one shares it too. projection is the status message of the pod
-	// it expands to: the stamp of the projection that made it (see the app package's
-	// podProjection).
-	namespace, nodeName, serviceAccountName, phase, scheduledStatus, projection unique.Handle[string]
+	// next pod with the same one shares it too.
+	namespace, nodeName, serviceAccountName, phase, scheduledStatus unique.Handle[string]
+	// generation is the PodProjection generation that made the Pod.
+	generation uint32
 }
 
 // kept is what a Pod keeps of a pod's metadata and spec: templates whose reach is within it
@@ -69,9 +60,9 @@ func Covers(reach render.Reach) bool {
 	return kept.PodMeta.Covers(reach.PodMeta) && kept.PodSpec.Covers(reach.PodSpec)
 }
 
-// Compact returns what the cache keeps of pod, made by the projection stamped projection.
+// Compact returns what the cache keeps of pod, made by the projection generation given.
 // pod is not kept, but for the strings the Pod shares with it.
-func Compact(pod *corev1.Pod, projection string) *Pod {
+func Compact(pod *corev1.Pod, generation uint32) *Pod {
 	scheduled := scheduledCondition(pod)
 	p := &Pod{
 		name:               pod.Name,
@@ -85,7 +76,7 @@ func Compact(pod *corev1.Pod, projection string) *Pod {
 		serviceAccountName: unique.Make(pod.Spec.ServiceAccountName),
 		phase:              unique.Make(string(pod.Status.Phase)),
 		scheduledStatus:    unique.Make(string(scheduled.Status)),
-		projection:         unique.Make(projection),
+		generation:         generation,
 	}
 	if len(pod.Labels) > 0 {
 		p.labels = labelSets.intern(pod.Labels)
@@ -167,7 +158,7 @@ func (p *Pod) ExpandInto(out *corev1.Pod) {
 	*out = corev1.Pod{
 		ObjectMeta: p.objectMeta(),
 		Spec:       corev1.PodSpec{NodeName: p.NodeName(), ServiceAccountName: p.ServiceAccountName()},
-		Status:     corev1.PodStatus{Phase: p.Phase(), Message: p.projection.Value()},
+		Status:     corev1.PodStatus{Phase: p.Phase()},
 	}
 	if status := p.scheduledStatus.Value(); status != "" {
 		out.Status.Conditions = []corev1.PodCondition{{
@@ -185,4 +176,24 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 	out := *p
 	out.deletion = p.deletion.DeepCopy()
 	return &out
+}
+
+// Projected is a pod as the cache keeps it when templates read more of pods than a Pod
+// keeps: a *corev1.Pod with only the fields of its projection generation's reach (see
+// render.ProjectPod), and that generation.
+type Projected struct {
+	pod        *corev1.Pod
+	generation uint32
+}
+
+// GetObjectMeta makes a Projected pod a metav1.ObjectMetaAccessor, which is how client-go's
+// store and indexers key and index it.
+func (p *Projected) GetObjectMeta() metav1.Object { return &p.pod.ObjectMeta }
+
+// GetObjectKind is part of runtime.Object: a cached pod carries no type metadata.
+func (p *Projected) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject is part of runtime.Object.
+func (p *Projected) DeepCopyObject() runtime.Object {
+	return &Projected{pod: p.pod.DeepCopy(), generation: p.generation}
 }

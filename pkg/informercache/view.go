@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package podcache
+package informercache
 
 import (
 	"maps"
@@ -25,9 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// View is what the entry controller reads of a cached pod, whole or compact, without
-// expanding it: its identity, labels, node and phase. The labels are the cache's and must not
-// be modified.
+// View is what the controllers read of a cached pod, of any kind, without expanding it: its
+// identity, labels, node and phase. The labels are the cache's and must not be modified.
 type View struct {
 	Namespace, Name string
 	UID             types.UID
@@ -38,10 +37,13 @@ type View struct {
 
 	whole   *corev1.Pod
 	compact *Pod
+	// projected says the pod keeps only what its projection generation's reach holds.
+	projected  bool
+	generation uint32
 }
 
-// ViewOf returns the view of a pod the cache holds, either kind, also inside a tombstone of
-// a delete event; false for anything else.
+// ViewOf returns the view of a pod the cache holds, of any kind (a *corev1.Pod, a Pod or a
+// Projected pod), also inside a tombstone of a delete event; false for anything else.
 func ViewOf(obj any) (View, bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -52,7 +54,11 @@ func ViewOf(obj any) (View, bool) {
 			Labels: p.Labels, NodeName: p.Spec.NodeName, Phase: p.Status.Phase, whole: p}, true
 	case *Pod:
 		return View{Namespace: p.Namespace(), Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion,
-			Labels: p.Labels(), NodeName: p.NodeName(), Phase: p.Phase(), compact: p}, true
+			Labels: p.Labels(), NodeName: p.NodeName(), Phase: p.Phase(), compact: p, projected: true, generation: p.generation}, true
+	case *Projected:
+		v, _ := ViewOf(p.pod)
+		v.projected, v.generation = true, p.generation
+		return v, true
 	}
 	return View{}, false
 }
@@ -75,9 +81,10 @@ func (v View) PodInto(scratch *corev1.Pod) *corev1.Pod {
 	return scratch
 }
 
-// SameForEntries reports whether two versions of a cached pod give the same entries: their
-// labels, annotations, owners, spec and phase are equal, which is all templates and the
-// controller read of a pod. Status-only updates, most of a running pod's, are.
+// SameForEntries reports whether two versions of a cached pod give the same entries: they
+// were projected alike, and their labels, annotations, owners, spec and phase are equal,
+// which is all templates and the controller read of a pod. Status-only updates, most of a
+// running pod's, are. A pod listed again for a wider projection is not.
 func SameForEntries(oldObj, newObj any) bool {
 	oldPod, okOld := oldObj.(*Pod)
 	newPod, okNew := newObj.(*Pod)
@@ -86,7 +93,7 @@ func SameForEntries(oldObj, newObj any) bool {
 	}
 	oldView, okOld := ViewOf(oldObj)
 	newView, okNew := ViewOf(newObj)
-	if !okOld || !okNew {
+	if !okOld || !okNew || oldView.projected != newView.projected || oldView.generation != newView.generation {
 		return false
 	}
 	return sameWholeForEntries(oldView.Pod(), newView.Pod())

@@ -19,21 +19,17 @@ package entry
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
-	"github.com/spire-registrar/spire-registrar/pkg/podcache"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
@@ -41,24 +37,22 @@ import (
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
 // gone, or no longer eligible, declares nothing, so its entries are deleted.
 func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
-	cached, found, err := c.podByUID(uid)
+	cached, found, err := c.pods.ByUID(uid)
 	if err != nil {
 		return err
-	}
-	var pod *corev1.Pod
-	if found {
-		pod = cached.Pod()
 	}
 	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()
 	if err != nil {
 		return err
 	}
+	var pod *corev1.Pod
 	var declared []*render.DeclaredEntry
 	var renderFailures []string
-	if pod != nil {
-		if err := c.checkPodProjection(pod, clusterSPIFFEIDs); err != nil {
+	if found {
+		if err := c.opts.PodProjection.Check(cached, clusterSPIFFEIDs); err != nil {
 			return err
 		}
+		pod = cached.Pod()
 		declared, renderFailures = c.declarePod(ctx, pod, clusterSPIFFEIDs)
 	}
 	res, err := c.reconciler.Sync(ctx, reconciler.PodScope(uid, renderFailures...), declared)
@@ -66,30 +60,8 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 		c.reportWriteFailures(pod, declared, res.Failures)
 	}
 	c.observePodSync(ctx, uid, pod, declared, res, err)
-	c.enqueueStatus(res.StatusChanged)
+	c.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
 	return err
-}
-
-// activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
-// most preferred first. Those being deleted take part until they are gone, as in
-// spire-controller-manager.
-func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
-	if c.opts.IgnoreClusterSPIFFEIDs {
-		return nil, nil
-	}
-	all, err := c.clusterSPIFFEIDLister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
-	}
-	active := make([]*render.ClusterSPIFFEID, 0, len(all))
-	for _, clusterSPIFFEID := range all {
-		if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
-			continue
-		}
-		active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
-	}
-	render.SortByPreference(active)
-	return active, nil
 }
 
 // declarePod renders the entries the ClusterSPIFFEIDs declare for a pod. Pods that have
@@ -168,7 +140,7 @@ func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
 // one object are rate limited and aggregated by client-go, so a template broken for thousands
 // of pods does not flood the API.
 func (c *Controller) reportRenderFailure(name string, pod *corev1.Pod, err error) {
-	clusterSPIFFEID, getErr := c.clusterSPIFFEIDLister.Get(name)
+	clusterSPIFFEID, getErr := c.clusterSPIFFEIDs.lister.Get(name)
 	if getErr != nil {
 		return
 	}
@@ -183,94 +155,66 @@ func (c *Controller) reportWriteFailures(pod *corev1.Pod, declared []*render.Dec
 		if err == nil || d.Declarer.Kind != render.KindClusterSPIFFEID {
 			continue
 		}
-		if clusterSPIFFEID, getErr := c.clusterSPIFFEIDLister.Get(d.Declarer.Name); getErr == nil {
+		if clusterSPIFFEID, getErr := c.clusterSPIFFEIDs.lister.Get(d.Declarer.Name); getErr == nil {
 			c.events.Recorder.Eventf(clusterSPIFFEID, corev1.EventTypeWarning, spirev1alpha1.ReasonWriteFailed,
 				"SPIRE did not take the entry for pod %s/%s (it is retried): %s", pod.Namespace, pod.Name, runner.Truncate(err.Error(), 512))
 		}
 	}
 }
 
-// syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it
-// applied to before, as the reconciler's status counters remember, and those it selects now.
-func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error {
-	before := c.reconciler.StatusCounters().Pods(name)
-	clusterSPIFFEID, err := c.clusterSPIFFEIDLister.Get(name)
-	switch {
-	case apierrors.IsNotFound(err):
-		c.clusterSPIFFEIDs.forget(name)
-		c.enqueuePodUIDs(before)
-		return nil
-	case err != nil:
-		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
+// observePodSync records what a pod sync did in the metrics: the time it spent writing to
+// SPIRE and, through the latency tracker, the pod's time to its entries. pod is nil when the
+// pod is gone. A dry run writes nothing, so it observes nothing.
+func (c *Controller) observePodSync(ctx context.Context, uid types.UID, pod *corev1.Pod, declared []*render.DeclaredEntry, res reconciler.Result, err error) {
+	if c.opts.DryRun {
+		return
 	}
-	c.enqueuePodUIDs(before)
-	if !c.opts.ClassMatches(clusterSPIFFEID.Spec.ClassName) {
-		return nil
+	p := res.Plan
+	if len(p.ToCreate)+len(p.ToUpdate)+len(p.ToDelete) > 0 {
+		metrics.PodSPIREWriteDuration.Observe(res.WriteDuration.Seconds())
 	}
-	now, err := c.selectedPods(c.clusterSPIFFEIDs.get(clusterSPIFFEID))
-	if err != nil {
-		return err
+	s := metrics.PodSync{
+		Gone:       pod == nil,
+		HadEntries: len(p.InSync)+len(p.ToUpdate)+len(p.ToDelete) > 0,
+		Wrote:      wroteAny(p, res.Failures),
+		Complete:   err == nil,
 	}
-	c.enqueuePodUIDs(now)
-	klog.FromContext(ctx).V(2).Info("Fanned out ClusterSPIFFEID change", "podsBefore", len(before), "podsNow", len(now))
-	return nil
+	if pod != nil {
+		s.Eligible = eligibleSince(pod, declared)
+	}
+	if latency, observed := c.podLatency.Synced(uid, s); observed {
+		klog.FromContext(ctx).V(2).Info("SPIRE holds all the entries of pod", "pod", klog.KObj(pod), "latency", latency)
+	}
 }
 
-// selectedPods returns the pods a ClusterSPIFFEID's selectors match outside ignored
-// namespaces.
-func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]types.UID, error) {
-	namespaces, err := c.namespaceLister.List(clusterSPIFFEID.NamespaceSelector)
-	if err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	var uids []types.UID
-	for _, ns := range namespaces {
-		if c.opts.IgnoreNamespace(ns.Name) {
-			continue
-		}
-		if err := c.eachPodIn(ns.Name, clusterSPIFFEID.PodSelector, func(pod podcache.View) {
-			uids = append(uids, pod.UID)
-		}); err != nil {
-			return nil, err
+// wroteAny reports whether a plan created or updated at least one entry without failing.
+func wroteAny(p reconciler.Plan, failures map[render.Key]error) bool {
+	for _, d := range p.ToCreate {
+		if failures[d.Key] == nil {
+			return true
 		}
 	}
-	return uids, nil
-}
-
-// clusterSPIFFEIDCache keeps compiled ClusterSPIFFEIDs across syncs, recompiling one only when
-// its UID, generation or deletion time changes (status writes change none of them).
-type clusterSPIFFEIDCache struct {
-	mu    sync.Mutex
-	items map[string]*render.ClusterSPIFFEID
-}
-
-func newClusterSPIFFEIDCache() *clusterSPIFFEIDCache {
-	return &clusterSPIFFEIDCache{items: map[string]*render.ClusterSPIFFEID{}}
-}
-
-// get returns the compiled form of a ClusterSPIFFEID.
-func (c *clusterSPIFFEIDCache) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation &&
-		compiled.Deleted.Equal(deletionTime(in)) {
-		return compiled
+	for _, u := range p.ToUpdate {
+		if failures[u.Desired.Key] == nil {
+			return true
+		}
 	}
-	compiled := render.CompileClusterSPIFFEID(in)
-	c.items[in.Name] = compiled
-	return compiled
+	return false
 }
 
-func deletionTime(in *spirev1alpha1.ClusterSPIFFEID) time.Time {
-	if in.DeletionTimestamp == nil {
-		return time.Time{}
+// eligibleSince is when a pod could first have had its declared entries: once it was
+// scheduled, and once the resources declaring them existed, so that a ClusterSPIFFEID created
+// for pods that ran long before it does not count their age. It is zero for a pod that is not
+// scheduled.
+func eligibleSince(pod *corev1.Pod, declared []*render.DeclaredEntry) time.Time {
+	since := metrics.PodEligibleSince(pod)
+	if since.IsZero() {
+		return since
 	}
-	return in.DeletionTimestamp.Time
-}
-
-// forget drops a deleted ClusterSPIFFEID.
-func (c *clusterSPIFFEIDCache) forget(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.items, name)
+	for _, d := range declared {
+		if d.Declarer.PodUID == pod.UID && d.Declarer.Created.After(since) {
+			since = d.Declarer.Created
+		}
+	}
+	return since
 }

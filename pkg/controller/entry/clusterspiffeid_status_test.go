@@ -26,7 +26,7 @@ import (
 // second while counting is cheap, and long enough for all counting to stay within its share
 // of a core when it is not.
 func TestStatusPacingBoundsTheShareOfStatusSyncs(t *testing.T) {
-	p := newStatusPacer()
+	p := newClusterSPIFFEIDStatus(nil)
 	if got := p.delay(); got != statusDelay {
 		t.Fatalf("delay with nothing counted yet = %v, want %v", got, statusDelay)
 	}

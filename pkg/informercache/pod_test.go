@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package podcache
+package informercache
 
 import (
 	"reflect"
@@ -63,20 +63,19 @@ func richPod(name string, labels map[string]string) *corev1.Pod {
 // TestExpandIsTheCompactProjection: a Pod expands to the projection to render.CompactPodReach,
 // which TestCompactPodReachRendersAsTheFullPod proves renders as the whole pod, with what the
 // controller reads of its status: the phase, the PodScheduled condition's status and time,
-// and the projection's stamp.
+// and nothing of its projection.
 func TestExpandIsTheCompactProjection(t *testing.T) {
 	pod := richPod("web-1", map[string]string{"app": "web"})
 	want := render.ProjectPod(pod, render.CompactPodReach())
-	want.Status.Message = "stamp 3"
 	want.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
 		LastTransitionTime: pod.Status.Conditions[1].LastTransitionTime}}
-	if diff := cmp.Diff(want, Compact(pod, "stamp 3").Expand()); diff != "" {
+	if diff := cmp.Diff(want, Compact(pod, 3).Expand()); diff != "" {
 		t.Errorf("Expand (-want +got):\n%s", diff)
 	}
 
 	unscheduled := richPod("web-2", nil)
 	unscheduled.Spec.NodeName, unscheduled.Status.Conditions = "", nil
-	got := Compact(unscheduled, "s").Expand()
+	got := Compact(unscheduled, 0).Expand()
 	if got.Status.Conditions != nil || got.Spec.NodeName != "" || got.Labels != nil {
 		t.Errorf("an unscheduled pod without labels expands to conditions %v, node %q, labels %v",
 			got.Status.Conditions, got.Spec.NodeName, got.Labels)
@@ -106,9 +105,9 @@ func TestCovers(t *testing.T) {
 }
 
 func TestPodsWithTheSameLabelsShareThem(t *testing.T) {
-	a := Compact(richPod("a", map[string]string{"app": "web", "pod-template-hash": "1"}), "s")
-	b := Compact(richPod("b", map[string]string{"pod-template-hash": "1", "app": "web"}), "s")
-	c := Compact(richPod("c", map[string]string{"app": "web", "pod-template-hash": "2"}), "s")
+	a := Compact(richPod("a", map[string]string{"app": "web", "pod-template-hash": "1"}), 0)
+	b := Compact(richPod("b", map[string]string{"pod-template-hash": "1", "app": "web"}), 0)
+	c := Compact(richPod("c", map[string]string{"app": "web", "pod-template-hash": "2"}), 0)
 	if reflect.ValueOf(a.Labels()).UnsafePointer() != reflect.ValueOf(b.Labels()).UnsafePointer() {
 		t.Error("two pods with equal labels do not share them")
 	}
@@ -126,7 +125,7 @@ func TestUnusedLabelSetsAreForgotten(t *testing.T) {
 	func() {
 		pods := make([]*Pod, 100)
 		for i := range pods {
-			pods[i] = Compact(richPod("p", map[string]string{"forgotten": string(rune('a' + i%26)), "n": string(rune('a' + i/26))}), "s")
+			pods[i] = Compact(richPod("p", map[string]string{"forgotten": string(rune('a' + i%26)), "n": string(rune('a' + i/26))}), 0)
 		}
 		if got := labelSets.len() - before; got != 100 {
 			t.Fatalf("%d label sets interned for 100 pods with distinct labels", got)
@@ -146,7 +145,7 @@ func TestUnusedLabelSetsAreForgotten(t *testing.T) {
 // TestClientGoKeysAndIndexesCompactPods: client-go's store keys a Pod, and its namespace
 // index and the informer read its resource version, through the metadata it hands out.
 func TestClientGoKeysAndIndexesCompactPods(t *testing.T) {
-	pod := Compact(richPod("web-1", map[string]string{"app": "web"}), "s")
+	pod := Compact(richPod("web-1", map[string]string{"app": "web"}), 0)
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := store.Add(pod); err != nil {
 		t.Fatal(err)
@@ -180,10 +179,11 @@ func TestPodSize(t *testing.T) {
 
 func TestViewOf(t *testing.T) {
 	whole := richPod("web-1", map[string]string{"app": "web"})
-	compact := Compact(whole, "s")
+	compact := Compact(whole, 0)
 	for name, obj := range map[string]any{
 		"whole":     whole,
 		"compact":   compact,
+		"projected": &Projected{pod: whole, generation: 1},
 		"tombstone": cache.DeletedFinalStateUnknown{Key: "shop/web-1", Obj: compact},
 	} {
 		v, ok := ViewOf(obj)
@@ -204,6 +204,9 @@ func TestViewOf(t *testing.T) {
 	}
 	if v := (View{whole: whole}); v.Pod() != whole {
 		t.Error("the view of a whole pod expands it instead of returning it")
+	}
+	if v, _ := ViewOf(&Projected{pod: whole, generation: 1}); v.Pod() != whole || !v.projected || v.generation != 1 {
+		t.Errorf("the view of a projected pod is %+v, want its pod, projected, generation 1", v)
 	}
 	if _, ok := ViewOf(&corev1.Node{}); ok {
 		t.Error("a node has a pod view")
@@ -227,7 +230,7 @@ func TestSameForEntries(t *testing.T) {
 	} {
 		changed := base()
 		tc.change(changed)
-		if got := SameForEntries(Compact(base(), "s"), Compact(changed, "s")); got != tc.same {
+		if got := SameForEntries(Compact(base(), 0), Compact(changed, 0)); got != tc.same {
 			t.Errorf("%s: compact pods same = %v, want %v", tc.name, got, tc.same)
 		}
 		if got := SameForEntries(base(), changed); got != tc.same {
@@ -240,9 +243,19 @@ func TestSameForEntries(t *testing.T) {
 	if SameForEntries(base(), hostname) {
 		t.Error("whole pods with different hostnames are the same")
 	}
-	// A relist after the projection widened pairs a compact version with a whole one.
-	if SameForEntries(Compact(base(), "s"), base()) {
+	// A relist after the projection widened pairs a compact version with a wider one.
+	if SameForEntries(Compact(base(), 0), base()) {
 		t.Error("a compact pod and the whole pod it came from are the same for entries")
+	}
+	wide := &Projected{pod: base(), generation: 2}
+	if SameForEntries(Compact(base(), 1), wide) {
+		t.Error("a compact pod and a projection of it for a wider reach are the same for entries")
+	}
+	if SameForEntries(&Projected{pod: base(), generation: 1}, wide) {
+		t.Error("two projections of one pod for different reaches are the same for entries")
+	}
+	if !SameForEntries(&Projected{pod: base(), generation: 2}, wide) {
+		t.Error("two equal projections of one pod differ for entries")
 	}
 }
 

@@ -1,0 +1,292 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package entry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
+	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+)
+
+// clusterSPIFFEIDs is the controller's ClusterSPIFFEID side: their lister, their compiled
+// forms, the queue of those whose change fans out to pods, and their status.
+type clusterSPIFFEIDs struct {
+	// lister is nil when ClusterSPIFFEIDs are skipped.
+	lister spirelisters.ClusterSPIFFEIDLister
+	fanOut workqueue.TypedRateLimitingInterface[string]
+	status *clusterSPIFFEIDStatus
+
+	mu sync.Mutex
+	// compiled keeps compiled ClusterSPIFFEIDs across syncs by name.
+	compiled map[string]*render.ClusterSPIFFEID
+}
+
+func newClusterSPIFFEIDs(statusClient spireclientset.Interface) *clusterSPIFFEIDs {
+	return &clusterSPIFFEIDs{
+		fanOut:   runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
+		status:   newClusterSPIFFEIDStatus(statusClient),
+		compiled: map[string]*render.ClusterSPIFFEID{},
+	}
+}
+
+// eventHandler fans out spec changes, creations, deletions and the start of a deletion, which
+// changes which declarer is preferred; the controller's own status writes come back as
+// updates with the same generation. Those of the informer's initial list only need their
+// status written: the initial full resync declares their pods.
+func (c *clusterSPIFFEIDs) eventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if isInInitialList {
+				c.status.enqueueNow(obj)
+				return
+			}
+			c.enqueue(obj)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, cur := oldObj.(*spirev1alpha1.ClusterSPIFFEID), newObj.(*spirev1alpha1.ClusterSPIFFEID)
+			if old.Generation != cur.Generation || old.UID != cur.UID || !old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
+				c.enqueue(cur)
+			}
+		},
+		DeleteFunc: c.enqueue,
+	}
+}
+
+func (c *clusterSPIFFEIDs) enqueue(obj any) {
+	if clusterSPIFFEID, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+		c.fanOut.Add(clusterSPIFFEID.Name)
+	}
+	c.status.enqueueNow(obj)
+}
+
+// get returns the compiled form of a ClusterSPIFFEID, recompiling it only when its UID,
+// generation or deletion time changed (status writes change none of them).
+func (c *clusterSPIFFEIDs) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if compiled, ok := c.compiled[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation &&
+		compiled.Deleted.Equal(deletionTime(in)) {
+		return compiled
+	}
+	compiled := render.CompileClusterSPIFFEID(in)
+	c.compiled[in.Name] = compiled
+	return compiled
+}
+
+func deletionTime(in *spirev1alpha1.ClusterSPIFFEID) time.Time {
+	if in.DeletionTimestamp == nil {
+		return time.Time{}
+	}
+	return in.DeletionTimestamp.Time
+}
+
+// forget drops a deleted ClusterSPIFFEID's compiled form.
+func (c *clusterSPIFFEIDs) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.compiled, name)
+}
+
+// activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
+// most preferred first. Those being deleted take part until they are gone, as in
+// spire-controller-manager.
+func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
+	if c.opts.SkipClusterSPIFFEIDs {
+		return nil, nil
+	}
+	all, err := c.clusterSPIFFEIDs.lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
+	}
+	active := make([]*render.ClusterSPIFFEID, 0, len(all))
+	for _, clusterSPIFFEID := range all {
+		if c.opts.Class.Matches(clusterSPIFFEID.Spec.ClassName) {
+			active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
+		}
+	}
+	render.SortByPreference(active)
+	return active, nil
+}
+
+// syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it
+// applied to before, as the reconciler's status counters remember, and those it selects now.
+func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error {
+	before := c.reconciler.StatusCounters().Pods(name)
+	clusterSPIFFEID, err := c.clusterSPIFFEIDs.lister.Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.clusterSPIFFEIDs.forget(name)
+		c.enqueuePodUIDs(before)
+		return nil
+	case err != nil:
+		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
+	}
+	c.enqueuePodUIDs(before)
+	if !c.opts.Class.Matches(clusterSPIFFEID.Spec.ClassName) {
+		return nil
+	}
+	now, err := c.selectedPods(c.clusterSPIFFEIDs.get(clusterSPIFFEID))
+	if err != nil {
+		return err
+	}
+	c.enqueuePodUIDs(now)
+	klog.FromContext(ctx).V(2).Info("Fanned out ClusterSPIFFEID change", "podsBefore", len(before), "podsNow", len(now))
+	return nil
+}
+
+// selectedPods returns the pods a ClusterSPIFFEID's selectors match outside ignored
+// namespaces.
+func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]types.UID, error) {
+	var uids []types.UID
+	err := c.eachSelectedNamespace(clusterSPIFFEID, func(ns string, ignored bool) error {
+		if ignored {
+			return nil
+		}
+		return c.pods.EachIn(ns, clusterSPIFFEID.PodSelector, func(pod informercache.View) {
+			uids = append(uids, pod.UID)
+		})
+	})
+	return uids, err
+}
+
+// eachSelectedNamespace calls f with every namespace a ClusterSPIFFEID's namespace selector
+// matches, and whether the config ignores it.
+func (c *Controller) eachSelectedNamespace(clusterSPIFFEID *render.ClusterSPIFFEID, f func(ns string, ignored bool) error) error {
+	namespaces, err := c.namespaceLister.List(clusterSPIFFEID.NamespaceSelector)
+	if err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	for _, ns := range namespaces {
+		if err := f(ns.Name, c.opts.IgnoreNamespace(ns.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncClusterSPIFFEIDStatus writes a ClusterSPIFFEID's stats when they changed. They count
+// what spire-controller-manager 0.7.0 counts, so that dashboards and alerts keep their
+// meaning: namespace and pod counts from the listers, per-pod outcomes from the reconciler's
+// status counters. A spec that does not compile counts nothing, as there; its Ready condition
+// says why.
+func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string) error {
+	status := c.clusterSPIFFEIDs.status
+	start := time.Now()
+	clusterSPIFFEID, err := c.clusterSPIFFEIDs.lister.Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && !c.opts.Class.Matches(clusterSPIFFEID.Spec.ClassName)) {
+		status.forget(name)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
+	}
+	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
+	var stats spirev1alpha1.ClusterSPIFFEIDStats
+	var unscheduled int
+	if compiled.Err == nil {
+		if unscheduled, err = c.selectionStats(compiled, &stats); err != nil {
+			return err
+		}
+		c.reconciler.StatusCounters().Stats(name, &stats)
+	}
+	status.observe(name, time.Since(start))
+	recordEntryOutcomes(name, stats, unscheduled)
+	return status.write(ctx, clusterSPIFFEID, stats, readyCondition(compiled, stats, unscheduled, clusterSPIFFEID.Generation))
+}
+
+// selectionStats counts, as spire-controller-manager does, the namespaces a ClusterSPIFFEID
+// selects (ignored ones included), the ignored ones among them, and the pods it selects in the
+// others, whatever their phase and whether or not a fallback is skipped for them. It returns
+// how many of those pods are not scheduled yet.
+func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spirev1alpha1.ClusterSPIFFEIDStats) (int, error) {
+	unscheduled := 0
+	err := c.eachSelectedNamespace(compiled, func(ns string, ignored bool) error {
+		stats.NamespacesSelected++
+		if ignored {
+			stats.NamespacesIgnored++
+			return nil
+		}
+		return c.pods.EachIn(ns, compiled.PodSelector, func(pod informercache.View) {
+			stats.PodsSelected++
+			if pod.NodeName == "" && render.PhaseDeclaresEntries(pod.Phase) {
+				unscheduled++
+			}
+		})
+	})
+	return unscheduled, err
+}
+
+// readyCondition summarises a ClusterSPIFFEID's stats in a Ready condition with a reason and
+// a message a person can act on. Pods that only wait for a node count as render failures in
+// the stats, as in spire-controller-manager, but do not make it not Ready.
+func readyCondition(compiled *render.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, unscheduled int, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: spirev1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
+	failures := stats.PodEntryRenderFailures - min(unscheduled, stats.PodEntryRenderFailures)
+	switch {
+	case compiled.Err != nil:
+		c.Reason = spirev1alpha1.ReasonInvalidSpec
+		c.Message = "No entry can be rendered: " + runner.Truncate(compiled.Err.Error(), 1024)
+	case failures > 0:
+		c.Reason = spirev1alpha1.ReasonRenderFailed
+		c.Message = fmt.Sprintf("%d of %d selected pods have no entry: the templates render no valid entry for them (see the RenderFailed Events)",
+			failures, stats.PodsSelected)
+	case stats.EntryFailures > 0:
+		c.Reason = spirev1alpha1.ReasonWriteFailed
+		c.Message = fmt.Sprintf("SPIRE did not take %d of %d entries; they are retried", stats.EntryFailures, stats.EntriesToSet)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, spirev1alpha1.ReasonEntriesSet
+		c.Message = fmt.Sprintf("SPIRE holds the entries of all %d selected pods", stats.EntriesToSet)
+		if stats.EntriesMasked > 0 {
+			c.Message += fmt.Sprintf("; %d more are masked by older resources declaring the same entries", stats.EntriesMasked)
+		}
+	}
+	if unscheduled > 0 && compiled.Err == nil {
+		c.Message += fmt.Sprintf("; %d selected pods wait for a node (counted in podEntryRenderFailures)", unscheduled)
+	}
+	return c
+}
+
+// recordEntryOutcomes sets a ClusterSPIFFEID's entry counts by outcome from the stats its
+// status shows; pods waiting for a node, which the stats count as render failures, apart.
+func recordEntryOutcomes(name string, stats spirev1alpha1.ClusterSPIFFEIDStats, unscheduled int) {
+	waiting := min(unscheduled, stats.PodEntryRenderFailures)
+	for outcome, n := range map[string]int{
+		"set":              stats.EntriesToSet - stats.EntryFailures,
+		"masked":           stats.EntriesMasked,
+		"entry_failure":    stats.EntryFailures,
+		"render_failure":   stats.PodEntryRenderFailures - waiting,
+		"waiting_for_node": waiting,
+	} {
+		metrics.ClusterSPIFFEIDEntries.WithLabelValues(name, outcome).Set(float64(n))
+	}
+}
