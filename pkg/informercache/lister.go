@@ -19,9 +19,12 @@ package informercache
 import (
 	"fmt"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 const (
@@ -148,4 +151,45 @@ func each(objs []any, f func(View)) {
 			f(pod)
 		}
 	}
+}
+
+// endpointSlicePodIndex finds the EndpointSlices whose endpoints target a pod, by the pod's
+// "namespace/name".
+const endpointSlicePodIndex = "targetPod"
+
+// EndpointSliceLister finds the EndpointSlices that target a pod, ready or not.
+type EndpointSliceLister struct {
+	indexer cache.Indexer
+}
+
+// NewEndpointSliceLister adds the index it reads by to the EndpointSlice informer, which must
+// not have started.
+func NewEndpointSliceLister(informer cache.SharedIndexInformer) (*EndpointSliceLister, error) {
+	if err := AddIndexers(informer, cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
+		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+	}
+	return &EndpointSliceLister{indexer: informer.GetIndexer()}, nil
+}
+
+func indexEndpointSliceByPod(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	return render.SlicePods(slice), nil
+}
+
+// ForPod returns the EndpointSlices that target the pod of a namespace and name.
+func (l *EndpointSliceLister) ForPod(namespace, name string) ([]*discoveryv1.EndpointSlice, error) {
+	objs, err := l.indexer.ByIndex(endpointSlicePodIndex, namespace+"/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the EndpointSlices of pod %s/%s: %w", namespace, name, err)
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, slice)
+		}
+	}
+	return out, nil
 }

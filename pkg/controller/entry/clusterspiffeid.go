@@ -19,7 +19,6 @@ package entry
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,20 +42,17 @@ import (
 // forms, the queue of those whose change fans out to pods, and their status.
 type clusterSPIFFEIDs struct {
 	// lister is nil when ClusterSPIFFEIDs are skipped.
-	lister spirelisters.ClusterSPIFFEIDLister
-	fanOut workqueue.TypedRateLimitingInterface[string]
-	status *clusterSPIFFEIDStatus
-
-	mu sync.Mutex
-	// compiled keeps compiled ClusterSPIFFEIDs across syncs by name.
-	compiled map[string]*render.ClusterSPIFFEID
+	lister   spirelisters.ClusterSPIFFEIDLister
+	compiled *render.CompiledClusterSPIFFEIDs
+	fanOut   workqueue.TypedRateLimitingInterface[string]
+	status   *clusterSPIFFEIDStatus
 }
 
 func newClusterSPIFFEIDs(statusClient spireclientset.Interface) *clusterSPIFFEIDs {
 	return &clusterSPIFFEIDs{
+		compiled: render.NewCompiledClusterSPIFFEIDs(),
 		fanOut:   runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
 		status:   newClusterSPIFFEIDStatus(statusClient),
-		compiled: map[string]*render.ClusterSPIFFEID{},
 	}
 }
 
@@ -90,37 +86,8 @@ func (c *clusterSPIFFEIDs) enqueue(obj any) {
 	c.status.enqueueNow(obj)
 }
 
-// get returns the compiled form of a ClusterSPIFFEID, recompiling it only when its UID,
-// generation or deletion time changed (status writes change none of them).
-func (c *clusterSPIFFEIDs) get(in *spirev1alpha1.ClusterSPIFFEID) *render.ClusterSPIFFEID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if compiled, ok := c.compiled[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation &&
-		compiled.Deleted.Equal(deletionTime(in)) {
-		return compiled
-	}
-	compiled := render.CompileClusterSPIFFEID(in)
-	c.compiled[in.Name] = compiled
-	return compiled
-}
-
-func deletionTime(in *spirev1alpha1.ClusterSPIFFEID) time.Time {
-	if in.DeletionTimestamp == nil {
-		return time.Time{}
-	}
-	return in.DeletionTimestamp.Time
-}
-
-// forget drops a deleted ClusterSPIFFEID's compiled form.
-func (c *clusterSPIFFEIDs) forget(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.compiled, name)
-}
-
 // activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
-// most preferred first. Those being deleted take part until they are gone, as in
-// spire-controller-manager.
+// most preferred first.
 func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
 	if c.opts.SkipClusterSPIFFEIDs {
 		return nil, nil
@@ -129,14 +96,7 @@ func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error)
 	if err != nil {
 		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
 	}
-	active := make([]*render.ClusterSPIFFEID, 0, len(all))
-	for _, clusterSPIFFEID := range all {
-		if c.opts.Class.Matches(clusterSPIFFEID.Spec.ClassName) {
-			active = append(active, c.clusterSPIFFEIDs.get(clusterSPIFFEID))
-		}
-	}
-	render.SortByPreference(active)
-	return active, nil
+	return c.clusterSPIFFEIDs.compiled.Active(all, c.opts.Class.Matches), nil
 }
 
 // syncClusterSPIFFEID fans a ClusterSPIFFEID change out to the pods it affects: those it
@@ -146,7 +106,7 @@ func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error
 	clusterSPIFFEID, err := c.clusterSPIFFEIDs.lister.Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
-		c.clusterSPIFFEIDs.forget(name)
+		c.clusterSPIFFEIDs.compiled.Forget(name)
 		c.enqueuePodUIDs(before)
 		return nil
 	case err != nil:
@@ -156,7 +116,7 @@ func (c *Controller) syncClusterSPIFFEID(ctx context.Context, name string) error
 	if !c.opts.Class.Matches(clusterSPIFFEID.Spec.ClassName) {
 		return nil
 	}
-	now, err := c.selectedPods(c.clusterSPIFFEIDs.get(clusterSPIFFEID))
+	now, err := c.selectedPods(c.clusterSPIFFEIDs.compiled.Get(clusterSPIFFEID))
 	if err != nil {
 		return err
 	}
@@ -210,7 +170,7 @@ func (c *Controller) syncClusterSPIFFEIDStatus(ctx context.Context, name string)
 	} else if err != nil {
 		return fmt.Errorf("getting ClusterSPIFFEID %s: %w", name, err)
 	}
-	compiled := c.clusterSPIFFEIDs.get(clusterSPIFFEID)
+	compiled := c.clusterSPIFFEIDs.compiled.Get(clusterSPIFFEID)
 	var stats spirev1alpha1.ClusterSPIFFEIDStats
 	var unscheduled int
 	if compiled.Err == nil {

@@ -91,7 +91,7 @@ func TestCompactPodsGiveTheSameEntries(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stats spirev1alpha1.ClusterSPIFFEIDStats
-			unscheduled, err := env.controller.selectionStats(env.controller.clusterSPIFFEIDs.get(c), &stats)
+			unscheduled, err := env.controller.selectionStats(env.controller.clusterSPIFFEIDs.compiled.Get(c), &stats)
 			if err != nil {
 				t.Fatal(err)
 			}

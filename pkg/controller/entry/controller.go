@@ -101,11 +101,11 @@ type Controller struct {
 	reconciler *reconciler.Reconciler // owns SPIRE: the entry cache, the diff and the writes
 	events     *runner.Events         // records Events, or only logs them
 
-	pods            *informercache.PodLister    // pods, read as views and expanded only to render
-	namespaceLister corelisters.NamespaceLister // namespaces, for selectors and templates
-	nodeLister      corelisters.NodeLister      // nodes, for templates and parent IDs
-	sliceIndexer    cache.Indexer               // EndpointSlices by the pods they target
-	cachesSynced    []cache.InformerSynced      // the informers Run waits for
+	pods            *informercache.PodLister           // pods, read as views and expanded only to render
+	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors and templates
+	nodeLister      corelisters.NodeLister             // nodes, for templates and parent IDs
+	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
+	cachesSynced    []cache.InformerSynced             // the informers Run waits for
 
 	podQueue   workqueue.TypedRateLimitingInterface[types.UID] // pod UIDs to sync
 	podParking *runner.Parking[types.UID]                      // pods waiting for SPIRE to answer
@@ -179,7 +179,6 @@ func NewController(
 	c.namespaceLister = namespaceInformer.Lister()
 	c.nodeLister = nodeInformer.Lister()
 	c.clusterSPIFFEIDs.lister = clusterSPIFFEIDInformer.Lister()
-	c.sliceIndexer = sliceInformer.Informer().GetIndexer()
 	c.cachesSynced = append(c.cachesSynced,
 		sliceInformer.Informer().HasSynced,
 		podInformer.Informer().HasSynced,
@@ -187,8 +186,8 @@ func NewController(
 		nodeInformer.Informer().HasSynced,
 		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
-	if err := informercache.AddIndexers(sliceInformer.Informer(), cache.Indexers{endpointSlicePodIndex: indexEndpointSliceByPod}); err != nil {
-		return nil, fmt.Errorf("adding EndpointSlice index: %w", err)
+	if c.slices, err = informercache.NewEndpointSliceLister(sliceInformer.Informer()); err != nil {
+		return nil, err
 	}
 	if err := c.addPodEventHandlers(klog.FromContext(ctx), podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
 		return nil, err
@@ -372,19 +371,6 @@ func (c *Controller) onNodeUpdate(logger klog.Logger) func(oldObj, newObj any) {
 			c.enqueuePodsOn(logger, newNode)
 		}
 	}
-}
-
-// endpointSlicePodIndex finds the EndpointSlices whose endpoints target a pod, by the pod's
-// "namespace/name".
-const endpointSlicePodIndex = "targetPod"
-
-// indexEndpointSliceByPod indexes a slice under every pod its endpoints target, ready or not.
-func indexEndpointSliceByPod(obj any) ([]string, error) {
-	slice, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	return render.SlicePods(slice), nil
 }
 
 // enqueueSlicePods resyncs the pods a slice targets: their service DNS names may change.

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -94,7 +93,7 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPI
 			return nil, nil
 		}
 	}
-	endpointSlices, err := c.endpointSlicesOf(pod)
+	endpointSlices, err := c.slices.ForPod(pod.Namespace, pod.Name)
 	if err != nil {
 		logger.Error(err, "Listing the Services of pod", "pod", klog.KObj(pod))
 	}
@@ -111,21 +110,6 @@ func (c *Controller) declarePod(ctx context.Context, pod *corev1.Pod, clusterSPI
 		c.reportRenderFailure(f.ClusterSPIFFEID.Name, pod, f.Err)
 	}
 	return declared, failed
-}
-
-// endpointSlicesOf returns the EndpointSlices that target a pod.
-func (c *Controller) endpointSlicesOf(pod *corev1.Pod) ([]*discoveryv1.EndpointSlice, error) {
-	objs, err := c.sliceIndexer.ByIndex(endpointSlicePodIndex, pod.Namespace+"/"+pod.Name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, obj := range objs {
-		if slice, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, slice)
-		}
-	}
-	return out, nil
 }
 
 func logNotFound(logger klog.Logger, err error, msg string, kv ...any) {
