@@ -29,6 +29,13 @@ limitations under the License.
 // pods, the scheduler places them on nodes made with CreateKwokNode, and kwok
 // runs them through their lives.
 //
+// kube-apiserver may also authorize nodes as a cluster with kubelets does
+// (KubeOptions.NodeAuthorization: the Node authorizer and NodeRestriction).
+// Tests then act as a node with NodeClient, and RequestPodCertificate does
+// what the kubelet does for a pod's podCertificate volume: it creates a
+// PodCertificateRequest as the pod's node, for a signer under test to answer
+// (WaitPodCertificateIssued).
+//
 // spire-server runs SPIRE 1.15.3 by default (SPIREOptions.Server picks 1.13.3)
 // on sqlite, or on a private PostgreSQL cluster (StartPostgres), where two
 // servers may share one database as replicas do. spire-controller-manager
