@@ -42,7 +42,9 @@ limitations under the License.
 // v0.7.0, the drop-in anchor, runs as a process too (StartSCM), on its own
 // CRDs if asked (SCMCRDsDir). The SPIRE oracles (EntryShow, FederationShow)
 // shell out to the real spire-server CLI so tests check the server's state
-// independently of the controller's own SPIRE client.
+// independently of the controller's own SPIRE client. LocalAuthorityX509 and
+// BundleX509Authorities drive and read the rotation of the server's X.509 CA
+// the same way.
 //
 // A spire-agent of the same release (StartAgent) attests to a server with a
 // join token over the server's TCP address, with the unix workload attestor
