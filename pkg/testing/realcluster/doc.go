@@ -29,13 +29,22 @@ limitations under the License.
 // pods, the scheduler places them on nodes made with CreateKwokNode, and kwok
 // runs them through their lives.
 //
+// kube-apiserver may also authorize nodes as a cluster with kubelets does
+// (KubeOptions.NodeAuthorization: the Node authorizer and NodeRestriction).
+// Tests then act as a node with NodeClient, and RequestPodCertificate does
+// what the kubelet does for a pod's podCertificate volume: it creates a
+// PodCertificateRequest as the pod's node, for a signer under test to answer
+// (WaitPodCertificateIssued).
+//
 // spire-server runs SPIRE 1.15.3 by default (SPIREOptions.Server picks 1.13.3)
 // on sqlite, or on a private PostgreSQL cluster (StartPostgres), where two
 // servers may share one database as replicas do. spire-controller-manager
 // v0.7.0, the drop-in anchor, runs as a process too (StartSCM), on its own
 // CRDs if asked (SCMCRDsDir). The SPIRE oracles (EntryShow, FederationShow)
 // shell out to the real spire-server CLI so tests check the server's state
-// independently of the controller's own SPIRE client.
+// independently of the controller's own SPIRE client. LocalAuthorityX509 and
+// BundleX509Authorities drive and read the rotation of the server's X.509 CA
+// the same way.
 //
 // A spire-agent of the same release (StartAgent) attests to a server with a
 // join token over the server's TCP address, with the unix workload attestor

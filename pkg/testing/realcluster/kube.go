@@ -84,6 +84,13 @@ type KubeOptions struct {
 	ExtraSchedulerArgs         []string
 	ExtraControllerManagerArgs []string
 	ExtraKwokArgs              []string
+
+	// NodeAuthorization runs kube-apiserver as a cluster with kubelets runs it:
+	// authorization Node,RBAC and the NodeRestriction admission plugin, so a
+	// node may touch only what its own pods need. It also gives kube-apiserver
+	// a client CA of the harness's own, from which NodeRESTConfig mints the
+	// certificates nodes authenticate with, as kubelets do.
+	NodeAuthorization bool
 }
 
 // Kube is a running etcd plus kube-apiserver on 127.0.0.1, and in the full
@@ -95,7 +102,9 @@ type Kube struct {
 	ownedDir bool
 	logf     Logf
 
-	full      bool
+	full bool
+	// clientCA is set only with KubeOptions.NodeAuthorization.
+	clientCA  *clientCA
 	etcd      *process
 	apiServer *process
 	// Only in the full world:
@@ -132,6 +141,11 @@ func StartKube(ctx context.Context, opts KubeOptions) (*Kube, error) {
 		return nil, err
 	}
 	k := &Kube{logf: opts.Logf, full: opts.Full}
+	if opts.NodeAuthorization {
+		if k.clientCA, err = newClientCA(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Dir == "" {
 		if k.dir, err = os.MkdirTemp("", "realcluster-kube-"); err != nil {
 			return nil, fmt.Errorf("create kube dir: %w", err)
@@ -248,6 +262,11 @@ func (k *Kube) prepareDir() error {
 	if err := os.WriteFile(filepath.Join(pki, "sa.key"), keyPEM, 0o600); err != nil {
 		return fmt.Errorf("write service account key: %w", err)
 	}
+	if k.clientCA != nil {
+		if err := os.WriteFile(k.clientCAFile(), k.clientCA.certPEM, 0o644); err != nil {
+			return fmt.Errorf("write client CA: %w", err)
+		}
+	}
 	k.certFile = filepath.Join(pki, "apiserver.crt")
 	k.kubeconfig = filepath.Join(k.dir, "kubeconfig")
 	return nil
@@ -303,12 +322,20 @@ func (k *Kube) apiServerArgs(port int, extra []string) []string {
 		// kube-apiserver self-signs apiserver.crt/.key here (cert plus its CA).
 		"--cert-dir=" + pki,
 		"--token-auth-file=" + filepath.Join(pki, "tokens.csv"),
-		"--authorization-mode=RBAC",
 		"--service-account-key-file=" + filepath.Join(pki, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 		"--service-account-issuer=" + ServiceAccountIssuer,
 		"--service-cluster-ip-range=" + ServiceClusterIPRange,
 		"--allow-privileged=true",
+	}
+	if k.clientCA != nil {
+		args = append(args,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--client-ca-file="+k.clientCAFile(),
+		)
+	} else {
+		args = append(args, "--authorization-mode=RBAC")
 	}
 	if !k.full {
 		// The ServiceAccount plugin rejects pods whose service account does

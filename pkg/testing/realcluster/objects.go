@@ -40,6 +40,21 @@ func EnsureNamespace(ctx context.Context, c kubernetes.Interface, name string) e
 	return nil
 }
 
+// EnsureServiceAccount creates the service account if it does not exist yet
+// and returns it as stored, with its UID. The light world needs it for pods
+// that name a service account: no controller creates "default" there.
+func EnsureServiceAccount(ctx context.Context, c kubernetes.Interface, namespace, name string) (*corev1.ServiceAccount, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	created, err := c.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = c.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ensure service account %s/%s: %w", namespace, name, err)
+	}
+	return created, nil
+}
+
 // CreateNode creates a Node object directly (no kubelet runs to register
 // one). mutate functions may adjust it before creation, e.g. to add labels.
 func CreateNode(ctx context.Context, c kubernetes.Interface, name string, mutate ...func(*corev1.Node)) (*corev1.Node, error) {
