@@ -48,7 +48,8 @@ func (s *Server) DenyDownstream(deny bool) {
 
 // TamperDownstream makes the fake pass each NewDownstreamX509CA response,
 // with the public key of the request's CSR, through fn before sending it,
-// so tests can make it return what a faulty server would. nil stops it.
+// so tests can make it return what a faulty server would. fn runs with the server locked
+// and must not call its methods. nil stops it.
 func (s *Server) TamperDownstream(fn func(pub crypto.PublicKey, resp *svidv1.NewDownstreamX509CAResponse)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
