@@ -18,11 +18,14 @@ limitations under the License.
 // API (entry and trust domain services) for unit tests. It serves real gRPC
 // on a unix socket, mirrors the server behaviour controllers depend on
 // (pagination, per-item statuses, duplicate detection, input masks), counts
-// calls per method and can inject failures.
+// calls per method and can inject failures. It also signs downstream CAs
+// (the SVID service's NewDownstreamX509CA) and serves its own bundle (the
+// Bundle service's GetBundle) from self-signed roots it generates.
 package spiretest
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"fmt"
 	"net"
@@ -35,7 +38,9 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	svidv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/svid/v1"
 	trustdomainv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/trustdomain/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
@@ -57,6 +62,8 @@ const (
 	MethodBatchCreateFederationRelationship = "BatchCreateFederationRelationship"
 	MethodBatchUpdateFederationRelationship = "BatchUpdateFederationRelationship"
 	MethodBatchDeleteFederationRelationship = "BatchDeleteFederationRelationship"
+	MethodNewDownstreamX509CA               = "NewDownstreamX509CA"
+	MethodGetBundle                         = "GetBundle"
 )
 
 // writeMethods are the calls that can change server state.
@@ -84,6 +91,13 @@ type Server struct {
 	// bundle; consulted only when requireBundles is set.
 	bundles        map[string]bool
 	requireBundles bool
+
+	// roots are the trust domain's X.509 authorities, oldest first; the
+	// last one signs. Created on first use (see activeRoot).
+	roots            []*authority
+	caTTL            time.Duration
+	denyDownstream   bool
+	tamperDownstream func(pub crypto.PublicKey, resp *svidv1.NewDownstreamX509CAResponse)
 
 	calls         map[string]int
 	faults        map[string]*fault
@@ -128,6 +142,7 @@ func NewUnstarted(t testing.TB) *Server {
 		calls:         map[string]int{},
 		faults:        map[string]*fault{},
 		failListAfter: -1,
+		caTTL:         DefaultCATTL,
 	}
 	t.Cleanup(s.Stop)
 	return s
@@ -165,6 +180,8 @@ func (s *Server) Start() {
 	gs := grpc.NewServer(grpc.UnaryInterceptor(s.intercept))
 	entryv1.RegisterEntryServer(gs, &entryService{s: s})
 	trustdomainv1.RegisterTrustDomainServer(gs, &trustDomainService{s: s})
+	svidv1.RegisterSVIDServer(gs, &svidService{s: s})
+	bundlev1.RegisterBundleServer(gs, &bundleService{s: s})
 	s.grpcServer = gs
 	go func() { _ = gs.Serve(lis) }()
 }
@@ -185,11 +202,13 @@ func (s *Server) Stop() {
 func (s *Server) SocketPath() string { return s.socketPath }
 
 // SetTrustDomain changes the server's own trust domain, which entries'
-// SPIFFE and parent IDs must belong to (as in SPIRE).
+// SPIFFE and parent IDs must belong to (as in SPIRE). The roots of the old
+// trust domain are dropped; the new one gets its own on first use.
 func (s *Server) SetTrustDomain(td string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.trustDomain = spiffeid.RequireTrustDomainFromString(td)
+	s.roots = nil
 }
 
 // RequireFederatedBundles makes entry writes fail, as SPIRE does, when
