@@ -139,6 +139,9 @@ type Config struct {
 	// Reconcile says which kinds are reconciled; all by default.
 	Reconcile Reconcile
 
+	// PodCertificates is the pod certificate signer's section; off by default.
+	PodCertificates PodCertificates
+
 	// StaticManifestPath, when set, runs spire-registrar without Kubernetes: the
 	// ClusterStaticEntry and ClusterFederatedTrustDomain manifests of this directory are the
 	// declared state. ExpandEnvStaticManifests expands $VAR in them first.

@@ -296,6 +296,14 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"zero cacheSyncTimeout", minimal + "controller: {cacheSyncTimeout: 0}\n", "controller.cacheSyncTimeout"},
 		{"misspelt controller field", minimal + "controller: {recoverPanics: true}\n", "recoverPanics"},
 		{"grpc as a number", minimal + "grpc: 4\n", "grpc"},
+		{"signer name without a path", minimal + "podCertificates: {enabled: true, signerName: example.com}\n", "podCertificates.signerName"},
+		{"signer name of one label", minimal + "podCertificates: {signerName: spire/x509}\n", "podCertificates.signerName"},
+		{"signer name of two slashes", minimal + "podCertificates: {signerName: example.com/a/b}\n", "podCertificates.signerName"},
+		{"kubernetes.io signer name", minimal + "podCertificates: {signerName: kubernetes.io/x509-svid}\n", "podCertificates.signerName"},
+		{"CA TTL under 2h", minimal + "podCertificates: {caTTL: 1h}\n", "podCertificates.caTTL"},
+		{"bad failPendingAfter", minimal + "podCertificates: {failPendingAfter: later}\n", "podCertificates.failPendingAfter"},
+		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
+		{"misspelt podCertificates field", minimal + "podCertificates: {enable: true}\n", "enable"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"duplicate key", minimal + "trustDomain: other.org\n", "trustDomain"},
 	} {
@@ -462,5 +470,44 @@ func TestLoadExpandsEnvironmentOnlyWhenAsked(t *testing.T) {
 		if cfg.ClusterName != want {
 			t.Errorf("expandEnv %v: clusterName = %q, want %q", expand, cfg.ClusterName, want)
 		}
+	}
+}
+
+func TestPodCertificates(t *testing.T) {
+	cfg, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PodCertificates.Enabled {
+		t.Error("the pod certificate signer is on without a podCertificates section")
+	}
+
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PodCertificates{Enabled: true, SignerName: DefaultPodCertificateSignerName}
+	if cfg.PodCertificates != want {
+		t.Errorf("defaults = %+v, want %+v", cfg.PodCertificates, want)
+	}
+	// Over the admin socket SPIRE signs no downstream CA: start-up must say so, naming the field.
+	if err := cfg.CheckPodCertificatesConnection(); err == nil || !strings.Contains(err.Error(), "podCertificates.enabled") ||
+		!strings.Contains(err.Error(), "spireServerAddress") {
+		t.Errorf("CheckPodCertificatesConnection over the admin socket = %v, want an error naming podCertificates.enabled and spireServerAddress", err)
+	}
+	if err := cfg.UseSPIREServerAddressFlags("spire-server.spire-system:8081", "/run/spire/agent.sock"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckPodCertificatesConnection(); err != nil {
+		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
+	}
+
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute}
+	if cfg.PodCertificates != want {
+		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}
 }

@@ -82,6 +82,9 @@ type File struct {
 	// SPIREServerSPIFFEID is the SPIFFE ID the server must present; default
 	// spiffe://<trustDomain>/spire/server.
 	SPIREServerSPIFFEID string `json:"spireServerSPIFFEID"`
+
+	// PodCertificates signs Kubernetes PodCertificateRequests with a downstream CA from SPIRE.
+	PodCertificates *PodCertificatesConfig `json:"podCertificates"`
 }
 
 // GRPCConfig tunes the gRPC connection to the SPIRE server.

@@ -117,6 +117,7 @@ func (f *File) Validate() (*Config, error) {
 	errs = append(errs, f.validateLogging(cfg)...)
 	errs = append(errs, f.validateCaches(cfg)...)
 	errs = append(errs, f.validateManager(cfg)...)
+	errs = append(errs, f.validatePodCertificates(cfg)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config: %w", errs.ToAggregate())
 	}

@@ -1,0 +1,124 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package config
+
+import (
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// DefaultPodCertificateSignerName is the signer name spire-registrar signs
+// PodCertificateRequests for, and publishes SPIRE's trust bundle as a ClusterTrustBundle for,
+// unless podCertificates.signerName says otherwise.
+const DefaultPodCertificateSignerName = "spire.spiffe.io/x509-svid"
+
+// PodCertificatesConfig is spire-registrar's own section, which spire-controller-manager does
+// not have: a signer of Kubernetes PodCertificateRequests that issues X509-SVIDs under SPIRE's
+// trust domain with a downstream CA from SPIRE, and SPIRE's X.509 authorities published as a
+// ClusterTrustBundle.
+type PodCertificatesConfig struct {
+	// Enabled turns the signer on. It needs spireServerAddress: SPIRE gives a downstream CA
+	// only to a caller authenticated by an X509-SVID whose entry is downstream.
+	Enabled bool `json:"enabled"`
+	// SignerName is the signer PodCertificateRequests and podCertificate volumes name;
+	// default spire.spiffe.io/x509-svid.
+	SignerName string `json:"signerName"`
+	// CATTL is the lifetime asked of SPIRE for the downstream CA, renewed at half of it;
+	// default: SPIRE's own (its ca_ttl).
+	CATTL *Duration `json:"caTTL"`
+	// FailPendingAfter marks a request Failed once it has waited this long for a usable CA
+	// (SPIRE unreachable, or refusing to renew it); default: never. A Failed request is final
+	// for the kubelet: the pod's volume stays failed until the pod is replaced.
+	FailPendingAfter *Duration `json:"failPendingAfter"`
+}
+
+// PodCertificates is the validated podCertificates section.
+type PodCertificates struct {
+	Enabled          bool
+	SignerName       string
+	CATTL            time.Duration
+	FailPendingAfter time.Duration
+}
+
+// validatePodCertificates applies the podCertificates section.
+func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
+	p := f.PodCertificates
+	if p == nil {
+		return nil
+	}
+	path := field.NewPath("podCertificates")
+	var errs field.ErrorList
+	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName}
+	if cfg.PodCertificates.SignerName == "" {
+		cfg.PodCertificates.SignerName = DefaultPodCertificateSignerName
+	} else if err := validateSignerName(path.Child("signerName"), p.SignerName); err != nil {
+		errs = append(errs, err)
+	}
+	if p.CATTL != nil {
+		if err := p.CATTL.validate(path.Child("caTTL")); err != nil {
+			errs = append(errs, err)
+		} else if p.CATTL.Duration < 2*time.Hour {
+			// Renewed at half life, a CA must still cover a leaf of kube-apiserver's one-hour
+			// minimum when it is replaced.
+			errs = append(errs, field.Invalid(path.Child("caTTL"), p.CATTL.String(), "must be at least 2h: the CA is renewed at half its life and must then still cover a one-hour certificate"))
+		}
+		cfg.PodCertificates.CATTL = p.CATTL.Duration
+	}
+	if p.FailPendingAfter != nil {
+		if err := p.FailPendingAfter.validate(path.Child("failPendingAfter")); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.PodCertificates.FailPendingAfter = p.FailPendingAfter.Duration
+	}
+	if p.Enabled && f.StaticManifestPath != nil {
+		errs = append(errs, field.Forbidden(path.Child("enabled"), "static mode has no Kubernetes API to serve PodCertificateRequests from"))
+	}
+	return errs
+}
+
+// validateSignerName accepts a signer name as Kubernetes does (ValidateSignerName in
+// k8s.io/kubernetes pkg/apis/core/validation): a domain of two labels or more, one slash and
+// a path of DNS labels, not under kubernetes.io, which is reserved for the Kubernetes project.
+func validateSignerName(path *field.Path, name string) *field.Error {
+	domain, rest, _ := strings.Cut(name, "/")
+	switch {
+	case strings.Count(name, "/") != 1 || rest == "":
+		return field.Invalid(path, name, "want <domain>/<name>, e.g. example.com/x509-svid")
+	case len(validation.IsDNS1123Subdomain(domain)) > 0 || !strings.Contains(domain, "."):
+		return field.Invalid(path, name, "the part before the slash must be a domain of two labels or more, e.g. example.com")
+	case len(validation.IsDNS1123Subdomain(rest)) > 0:
+		return field.Invalid(path, name, "the part after the slash must be DNS labels separated by dots, e.g. x509-svid")
+	case domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io"):
+		return field.Invalid(path, name, "kubernetes.io signer names are reserved for the Kubernetes project")
+	}
+	return nil
+}
+
+// CheckPodCertificatesConnection reports a pod certificate signer that cannot work over the
+// configured SPIRE connection, once the flags are applied: the admin socket authenticates
+// its callers by their process, not by an X509-SVID, so SPIRE never signs them a downstream
+// CA.
+func (c *Config) CheckPodCertificatesConnection() error {
+	if !c.PodCertificates.Enabled || c.SPIREServerAddress != "" {
+		return nil
+	}
+	return field.Invalid(field.NewPath("podCertificates", "enabled"), true,
+		"needs spireServerAddress (SPIRE's API over TCP with SPIFFE mTLS): SPIRE signs a downstream CA only for a caller authenticated by an X509-SVID whose entry is downstream, which the admin socket's callers are not")
+}
