@@ -35,6 +35,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/federation"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/podcertificate"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/static"
@@ -57,6 +58,9 @@ type ControllerContext struct {
 	// the controllers get it through the chain built here (metrics, then batching, or the
 	// dry-run client).
 	SPIRE spire.API
+	// Authority is SPIRE's CA API over the same connection (taken from SPIRE when it is a
+	// *spire.Client): the pod certificate controller's downstream CA and trust bundle.
+	Authority podcertificate.Authority
 	// SPIREIdentity is the SPIFFE ID SPIRE knows the controllers by when they reach it over
 	// mTLS (taken from SPIRE when it is a *spire.Client dialled so). Its entries are never
 	// deleted: the operator creates that admin entry, and deleting it would lock them out.
@@ -122,6 +126,11 @@ func descriptors() []descriptor {
 			Enabled:     func(cfg *config.Config) bool { return cfg.Reconcile.ClusterFederatedTrustDomains },
 			Constructor: newFederationController,
 		},
+		{
+			Name:        podcertificate.ControllerName,
+			Enabled:     func(cfg *config.Config) bool { return cfg.PodCertificates.Enabled },
+			Constructor: newPodCertificateController,
+		},
 	}
 }
 
@@ -167,6 +176,9 @@ func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, er
 func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, func(), error) {
 	if cc.SPIREIdentity == "" {
 		cc.SPIREIdentity = ownIdentity(cc.SPIRE)
+	}
+	if c, ok := cc.SPIRE.(*spire.Client); ok && cc.Authority == nil {
+		cc.Authority = c.Authority()
 	}
 	api, release := spireChain(cc)
 	cc.SPIRE = api

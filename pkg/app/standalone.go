@@ -86,6 +86,9 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 			logger.Info("Warning: ignoring the deprecated --spire-api-socket: the config file sets spireServerSocketPath")
 		}
 	}
+	if err := cfg.CheckPodCertificatesConnection(); err != nil {
+		return err
+	}
 	logUnused(logger, cfg)
 	applyContainerMemoryLimit(logger)
 	// The binary, not the library, sets client-go's process-wide workqueue metrics provider,

@@ -49,6 +49,18 @@ func warmInformers(ctx context.Context, cc ControllerContext) {
 	if cfg.Reconcile.ClusterFederatedTrustDomains {
 		cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains().Informer()
 	}
+	if cfg.PodCertificates.Enabled {
+		narrowInformers(cc)
+		narrowPodProjection(ctx, cc)
+		requests, bundles := podCertificateInformers(cc)
+		requests.Informer()
+		bundles.Informer()
+		cc.KubeInformers.Core().V1().Pods().Informer()
+		cc.KubeInformers.Core().V1().Namespaces().Informer()
+		cc.KubeInformers.Core().V1().Nodes().Informer()
+		cc.KubeInformers.Discovery().V1().EndpointSlices().Informer()
+		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs().Informer()
+	}
 }
 
 // runWarmStandby runs the controllers under leader election with warm standbys, as

@@ -89,9 +89,16 @@ func (c *AuthorityClient) MintX509SVID(ctx context.Context, key crypto.Signer, i
 	return out, nil
 }
 
-// X509Authorities returns the server's own trust domain's X.509 authorities: the CAs that
-// sign every X509-SVID it mints.
-func (c *AuthorityClient) X509Authorities(ctx context.Context) ([]*x509.Certificate, error) {
+// X509Authority is one of the trust domain's X.509 authorities: a root of every X509-SVID
+// SPIRE mints. A tainted one is still trusted, but SPIRE is rotating its SVIDs away from it.
+type X509Authority struct {
+	Certificate *x509.Certificate
+	Tainted     bool
+}
+
+// BundleX509Authorities returns the server's own trust domain's X.509 authorities, tainted
+// ones marked.
+func (c *AuthorityClient) BundleX509Authorities(ctx context.Context) ([]X509Authority, error) {
 	start := time.Now()
 	bundle, err := c.bundles.GetBundle(ctx, &bundlev1.GetBundleRequest{
 		OutputMask: &types.BundleMask{X509Authorities: true},
@@ -100,16 +107,30 @@ func (c *AuthorityClient) X509Authorities(ctx context.Context) ([]*x509.Certific
 	if err != nil {
 		return nil, fmt.Errorf("get trust bundle: %w", err)
 	}
-	var out []*x509.Certificate
+	var out []X509Authority
 	for i, authority := range bundle.GetX509Authorities() {
 		cert, err := x509.ParseCertificate(authority.GetAsn1())
 		if err != nil {
 			return nil, fmt.Errorf("get trust bundle: X.509 authority %d: %w", i, err)
 		}
-		out = append(out, cert)
+		out = append(out, X509Authority{Certificate: cert, Tainted: authority.GetTainted()})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("get trust bundle: SPIRE has no X.509 authority")
+	}
+	return out, nil
+}
+
+// X509Authorities returns the certificates of the server's own trust domain's X.509
+// authorities: the CAs that sign every X509-SVID it mints.
+func (c *AuthorityClient) X509Authorities(ctx context.Context) ([]*x509.Certificate, error) {
+	authorities, err := c.BundleX509Authorities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*x509.Certificate, len(authorities))
+	for i, a := range authorities {
+		out[i] = a.Certificate
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ const (
 	parkingBaseDelay = 500 * time.Millisecond
 	parkingMaxDelay  = time.Second
 )
+
+// ErrWaitForProbe marks a sync that cannot succeed before the parking's probe does, whatever
+// else its error says: such a key is parked too.
+var ErrWaitForProbe = errors.New("waiting for the parking's probe to succeed")
 
 // Parking holds the keys of one queue whose sync failed only because SPIRE could not be
 // reached. The queue's own backoff grows to minutes and drops a key after maxRetries, leaving

@@ -18,6 +18,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -76,14 +77,14 @@ func processNext[T comparable](ctx context.Context, controller, kind string, que
 }
 
 // handleErr forgets a key that synced, parks one that failed only because SPIRE could not be
-// reached, retries any other failure with backoff, and drops it after maxRetries: the next
+// reached or that waits for the parking's probe (ErrWaitForProbe), retries any other failure with backoff, and drops it after maxRetries: the next
 // full resync will pick it up again, so a dropped key is delayed, not lost.
 func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], parking *Parking[T], key T, err error) {
 	if err == nil {
 		queue.Forget(key)
 		return
 	}
-	if parking != nil && ctx.Err() == nil && spire.Unreachable(err) {
+	if parking != nil && ctx.Err() == nil && (spire.Unreachable(err) || errors.Is(err, ErrWaitForProbe)) {
 		klog.FromContext(ctx).V(2).Info("Sync failed: SPIRE is unreachable; retrying once it answers", "err", err)
 		parking.park(key)
 		return

@@ -1,0 +1,123 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/spire-registrar/spire-registrar/pkg/controller/podcertificate"
+)
+
+// podCertificateController adapts the pod certificate controller to the Controller interface.
+type podCertificateController struct {
+	*podcertificate.Controller
+}
+
+func (podCertificateController) Name() string { return podcertificate.ControllerName }
+
+func newPodCertificateController(ctx context.Context, cc ControllerContext) (Controller, error) {
+	cfg := cc.Config
+	if err := cfg.CheckPodCertificatesConnection(); err != nil {
+		return nil, err
+	}
+	if cc.Authority == nil {
+		return nil, errors.New("podCertificates.enabled: the SPIRE client is not one dialled over mTLS, which NewDownstreamX509CA needs")
+	}
+	if err := canSign(ctx, cc.KubeClient, cfg.PodCertificates.SignerName); err != nil {
+		return nil, err
+	}
+	narrowInformers(cc)
+	narrowPodProjection(ctx, cc)
+	requests, bundles := podCertificateInformers(cc)
+	c, err := podcertificate.NewController(ctx, requests, bundles,
+		cc.KubeInformers.Core().V1().Pods(),
+		cc.KubeInformers.Core().V1().Namespaces(),
+		cc.KubeInformers.Core().V1().Nodes(),
+		cc.KubeInformers.Discovery().V1().EndpointSlices(),
+		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
+		cc.KubeClient, cc.Authority,
+		podcertificate.Options{
+			SignerName:       cfg.PodCertificates.SignerName,
+			TrustDomain:      cfg.TrustDomain,
+			ClusterName:      cfg.ClusterName,
+			ClusterDomain:    cfg.ClusterDomain,
+			ParentIDTemplate: cfg.ParentIDTemplate,
+			IgnoreNamespace:  cfg.IsNamespaceIgnored,
+			Class:            cfg.Class(),
+			CATTL:            cfg.PodCertificates.CATTL,
+			FailPendingAfter: cfg.PodCertificates.FailPendingAfter,
+			ResyncInterval:   cfg.GCInterval,
+			MaxResyncShare:   cfg.MaxResyncShare,
+			PodProjection:    cc.PodProjection,
+			DryRun:           cc.DryRun,
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("podCertificates.enabled: %w", err)
+	}
+	return podCertificateController{c}, nil
+}
+
+// podCertificateInformers registers, narrowed to the signer name by a field selector, the
+// informers of the PodCertificateRequests and ClusterTrustBundles the controller reads.
+func podCertificateInformers(cc ControllerContext) (certinformers.PodCertificateRequestInformer, certinformers.ClusterTrustBundleInformer) {
+	bySigner := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", cc.Config.PodCertificates.SignerName).String()
+	}
+	cc.KubeInformers.InformerFor(&certificatesv1.PodCertificateRequest{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return certinformers.NewFilteredPodCertificateRequestInformer(client, metav1.NamespaceAll, resync, namespaceIndexers, bySigner)
+	})
+	cc.KubeInformers.InformerFor(&certificatesv1.ClusterTrustBundle{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return certinformers.NewFilteredClusterTrustBundleInformer(client, resync, cache.Indexers{}, bySigner)
+	})
+	certs := cc.KubeInformers.Certificates().V1()
+	return certs.PodCertificateRequests(), certs.ClusterTrustBundles()
+}
+
+// canSign fails when the credentials may not write what the signer writes: the status of
+// PodCertificateRequests, with sign for the signer name, and ClusterTrustBundles, with
+// attest for it. kube-apiserver would refuse every write; start-up says what to grant.
+func canSign(ctx context.Context, kube clientset.Interface, signerName string) error {
+	ok, err := allowed(ctx, kube, "pod certificates may be signed",
+		authorizationv1.ResourceAttributes{Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
+		authorizationv1.ResourceAttributes{Verb: "attest", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
+		authorizationv1.ResourceAttributes{Verb: "update", Group: certificatesv1.GroupName, Resource: "podcertificaterequests", Subresource: "status"},
+		authorizationv1.ResourceAttributes{Verb: "create", Group: certificatesv1.GroupName, Resource: "clustertrustbundles"},
+	)
+	switch {
+	case err != nil:
+		return fmt.Errorf("podCertificates.enabled: %w", err)
+	case !ok:
+		return fmt.Errorf("podCertificates.enabled: the credentials may not sign PodCertificateRequests or attest ClusterTrustBundles for signer %s: "+
+			"grant the ClusterRole of manifests/pod-certificates (sign and attest on signers %s, update on podcertificaterequests/status, "+
+			"clustertrustbundles create, update and delete)", signerName, signerName)
+	}
+	return nil
+}

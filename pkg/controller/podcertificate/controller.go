@@ -1,0 +1,268 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package podcertificate is the controller that signs Kubernetes PodCertificateRequests
+// (certificates.k8s.io/v1) for its signer name with X509-SVIDs of SPIRE's trust domain, and
+// publishes SPIRE's X.509 authorities as a ClusterTrustBundle for that signer name. A pod
+// that mounts a podCertificate volume then gets the identity its ClusterSPIFFEIDs declare,
+// chaining to the same roots as a spire-agent's SVIDs, with no agent on its node.
+//
+// It is built as the entry controller is: informers and handlers that map events to request
+// keys, one queue, workers that sync a key. pkg/podcert holds the pure decisions (checks,
+// lifetime, the certificate); pkg/render renders the pod's SPIFFE ID and DNS names from the
+// same ClusterSPIFFEIDs as its entries. The signing CA is an intermediate SPIRE signs for
+// this controller (NewDownstreamX509CA), held only in memory and renewed at half its life.
+package podcertificate
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	clientset "k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+)
+
+// ControllerName names the controller in logs, metrics and leader election.
+const ControllerName = "spire-registrar-pod-certificate-controller"
+
+// bundleKey is the one key of the trust bundle queue.
+const bundleKey = "bundle"
+
+// Options are the settings the controller signs with.
+type Options struct {
+	// SignerName is the signer the requests and the ClusterTrustBundle name.
+	SignerName string
+	// TrustDomain, ClusterName, ClusterDomain and ParentIDTemplate render pods' identities as
+	// the entry controller renders their entries.
+	TrustDomain      spiffeid.TrustDomain
+	ClusterName      string
+	ClusterDomain    string
+	ParentIDTemplate string
+	// IgnoreNamespace reports namespaces whose pods get no identity; nil ignores none.
+	IgnoreNamespace func(namespace string) bool
+	// Class selects the ClusterSPIFFEIDs that give pods identities.
+	Class config.Class
+	// CATTL is the lifetime asked of SPIRE for the CA; 0 lets SPIRE choose.
+	CATTL time.Duration
+	// FailPendingAfter, when positive, marks a request Failed once it has waited that long for
+	// a usable CA; otherwise it waits until it is issued or deleted.
+	FailPendingAfter time.Duration
+	// ResyncInterval is how often the CA is checked for renewal and the ClusterTrustBundle is
+	// brought up to date with SPIRE's authorities.
+	ResyncInterval time.Duration
+	// MaxResyncShare bounds the share of time resyncs take (see runner.Loop).
+	MaxResyncShare float64
+	// PodProjection, when pods are projected, refuses a cached pod that lacks fields the
+	// ClusterSPIFFEIDs read (see informercache.PodProjection); nil: pods are whole.
+	PodProjection *informercache.PodProjection
+	// DryRun writes nothing: no request status and no ClusterTrustBundle; what would be
+	// written is logged.
+	DryRun bool
+}
+
+// Authority is what the controller needs of SPIRE: its CA, and the authorities it publishes.
+type Authority interface {
+	NewDownstreamX509CA(ctx context.Context, ttl time.Duration) (*spire.DownstreamCA, error)
+	BundleX509Authorities(ctx context.Context) ([]spire.X509Authority, error)
+}
+
+// Controller signs PodCertificateRequests for one signer name and publishes the trust bundle
+// their certificates chain to.
+type Controller struct {
+	opts     Options                                 // how requests are signed
+	renderer *render.Renderer                        // renders pods' identities as their entries are rendered
+	client   clientset.Interface                     // reads pods and nodes live; writes status and bundles
+	ca       *caHolder                               // the signing CA, renewed from SPIRE
+	events   *runner.Events                          // the controller's event broadcaster (Events are only logged)
+	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
+	caches   []cache.InformerSynced                  // the informers Run waits for
+	requests certlisters.PodCertificateRequestLister // the requests for the signer name
+	bundles  certlisters.ClusterTrustBundleLister    // the bundles of the signer name
+
+	pods            *informercache.PodLister           // pods, read as views and expanded to render
+	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors
+	nodeLister      corelisters.NodeLister             // nodes, for the request check and templates
+	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
+
+	clusterSPIFFEIDLister spirelisters.ClusterSPIFFEIDLister // the declarations of identities
+	compiled              *render.CompiledClusterSPIFFEIDs   // their compiled forms
+
+	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name
+	parking     *runner.Parking[string]                      // requests waiting for a usable CA
+	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
+}
+
+// NewController wires the controller to its informers: the requests and the bundles of the
+// signer name (the caller narrows their informers with a field selector on spec.signerName),
+// and the informers pods are rendered from. It registers indexes and event handlers and
+// starts nothing. client writes request status and bundles, and reads pods and nodes when an
+// informer may lag.
+func NewController(
+	ctx context.Context,
+	requestInformer certinformers.PodCertificateRequestInformer,
+	bundleInformer certinformers.ClusterTrustBundleInformer,
+	podInformer coreinformers.PodInformer,
+	namespaceInformer coreinformers.NamespaceInformer,
+	nodeInformer coreinformers.NodeInformer,
+	sliceInformer discoveryinformers.EndpointSliceInformer,
+	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
+	client clientset.Interface,
+	authority Authority,
+	opts Options,
+) (*Controller, error) {
+	if opts.SignerName == "" {
+		return nil, fmt.Errorf("a signer name is required")
+	}
+	if opts.ResyncInterval <= 0 {
+		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
+	}
+	if opts.IgnoreNamespace == nil {
+		opts.IgnoreNamespace = func(string) bool { return false }
+	}
+	r, err := render.NewRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		opts:     opts,
+		renderer: r,
+		client:   client,
+		ca:       newCAHolder(authority, opts.CATTL),
+		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
+		// its own; Events of this controller's are only logged.
+		events:   runner.NewEvents(ctx, ControllerName, nil, true),
+		requests: requestInformer.Lister(),
+		bundles:  bundleInformer.Lister(),
+
+		namespaceLister:       namespaceInformer.Lister(),
+		nodeLister:            nodeInformer.Lister(),
+		clusterSPIFFEIDLister: clusterSPIFFEIDInformer.Lister(),
+		compiled:              render.NewCompiledClusterSPIFFEIDs(),
+
+		queue:       runner.NewQueue[string]("spire_registrar_podcertificaterequests", 50, 500),
+		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
+	}
+	c.parking = runner.NewParking(c.queue, c.ca.probe)
+	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
+		return nil, err
+	}
+	if c.slices, err = informercache.NewEndpointSliceLister(sliceInformer.Informer()); err != nil {
+		return nil, err
+	}
+	c.caches = []cache.InformerSynced{
+		requestInformer.Informer().HasSynced, bundleInformer.Informer().HasSynced,
+		podInformer.Informer().HasSynced, namespaceInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced,
+		sliceInformer.Informer().HasSynced, clusterSPIFFEIDInformer.Informer().HasSynced,
+	}
+	if _, err := requestInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueRequest,
+		UpdateFunc: func(_, newObj any) { c.enqueueRequest(newObj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding event handler: %w", err)
+	}
+	// A bundle of the signer name changed behind the controller's back: put it right.
+	if _, err := bundleInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.bundleQueue.Add(bundleKey) },
+		UpdateFunc: func(any, any) { c.bundleQueue.Add(bundleKey) },
+		DeleteFunc: func(any) { c.bundleQueue.Add(bundleKey) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding event handler: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Signing PodCertificateRequests", "signerName", opts.SignerName)
+	return c, nil
+}
+
+// Start gets the first CA from SPIRE, so that a caller SPIRE will never give one fails at
+// start with what to fix. Only that refusal is returned: when SPIRE is unreachable, Run keeps
+// asking.
+func (c *Controller) Start(ctx context.Context) error {
+	return c.ca.first(ctx)
+}
+
+// HasSynced reports whether the controller holds a CA and has published the trust bundle.
+func (c *Controller) HasSynced() bool {
+	return c.synced.Load()
+}
+
+// Run waits for the informers, gets a CA and publishes the trust bundle (retrying until SPIRE
+// answers), then signs requests with workers until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	runner.Run(ctx, runner.Loop{
+		Name:           ControllerName,
+		Events:         c.events,
+		CachesSynced:   c.caches,
+		Resync:         c.resync,
+		ResyncInterval: c.opts.ResyncInterval,
+		MaxResyncShare: c.opts.MaxResyncShare,
+		OnSynced:       func() { c.synced.Store(true) },
+		Workers: []runner.Workers{
+			{Count: workers, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "podCertificateRequest", c.queue, c.parking, c.syncRequest)
+			}},
+			{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterTrustBundle", c.bundleQueue, nil, c.syncBundle)
+			}},
+			{Count: 1, Work: c.parking.Run},
+		},
+		Queues: []runner.ShutDowner{c.queue, c.bundleQueue},
+	})
+}
+
+// enqueueRequest queues a request of the signer name that has not ended.
+func (c *Controller) enqueueRequest(obj any) {
+	req, ok := runner.Unwrap[*certificatesv1.PodCertificateRequest](obj)
+	if !ok || req.Spec.SignerName != c.opts.SignerName || ended(req) {
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(req)
+	if err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// resync renews the CA when it is due and brings the trust bundle up to date with SPIRE's
+// authorities. It fails, and is retried, when SPIRE cannot be read or the CA cannot be had.
+func (c *Controller) resync(ctx context.Context) error {
+	authorities, err := c.ca.authority.BundleX509Authorities(ctx)
+	if err != nil {
+		return fmt.Errorf("reading SPIRE's X.509 authorities: %w", err)
+	}
+	// Requests that wait for a CA are retried by the parking once the CA is usable.
+	if err := c.ca.renewIfDue(ctx, time.Now(), authorities); err != nil {
+		return err
+	}
+	c.bundleQueue.Add(bundleKey)
+	return nil
+}
