@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -63,5 +64,24 @@ func TestTrimKeepsWhatTemplatesAndControllersSee(t *testing.T) {
 	out, _ = Trim(inputClusterSPIFFEID)
 	if got := out.(*spirev1alpha1.ClusterSPIFFEID); got.ManagedFields != nil || got.Spec.SPIFFEIDTemplate != "t" {
 		t.Errorf("trimmed ClusterSPIFFEID wrongly: %+v", got)
+	}
+}
+
+func TestTrimDropsWhatEndedPodCertificateRequestsNoLongerNeed(t *testing.T) {
+	pending := &certificatesv1.PodCertificateRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "req-1", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec:       certificatesv1.PodCertificateRequestSpec{SignerName: "example.com/s", StubPKCS10Request: []byte("csr")},
+	}
+	out, _ := Trim(pending.DeepCopy())
+	if got := out.(*certificatesv1.PodCertificateRequest); string(got.Spec.StubPKCS10Request) != "csr" || got.ManagedFields != nil {
+		t.Errorf("trimmed pending request: %+v, want its CSR kept and managedFields dropped", got)
+	}
+	issued := pending.DeepCopy()
+	issued.Status = certificatesv1.PodCertificateRequestStatus{CertificateChain: "chain",
+		Conditions: []metav1.Condition{{Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue}}}
+	out, _ = Trim(issued)
+	if got := out.(*certificatesv1.PodCertificateRequest); got.Spec.StubPKCS10Request != nil || got.Status.CertificateChain != "" ||
+		len(got.Status.Conditions) != 1 || got.Spec.SignerName != "example.com/s" {
+		t.Errorf("trimmed issued request: %+v, want no CSR and no chain, the rest kept", got)
 	}
 }
