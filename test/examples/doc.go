@@ -17,9 +17,10 @@ limitations under the License.
 // Package examples holds no code, only tests: they prove that every example in
 // manifests/examples is valid and does what its comments say. Every YAML document there is
 // decoded; config files must be accepted by pkg/config; every other object is applied to a
-// real kube-apiserver, the controllers run in-process with manifests/examples/config.yaml
-// against a real spire-server, and the real spire-server CLI must show each example's entries
-// and federation relationships, while the resources that have conditions report Ready. What
-// SPIRE must hold is written out in the test, entry by entry, as a user reads it from the
-// examples' comments; the test never works it out from the templates itself.
+// real kube-apiserver, which must store every field as declared; the controllers run in-process
+// with manifests/examples/config.yaml against a real spire-server, and the real spire-server
+// CLI must show each example's entries and federation relationships, while the resources that
+// have conditions report Ready. What SPIRE must hold is written out in the test, entry by
+// entry, as a user reads it from the examples' comments; the test never works it out from the
+// templates itself.
 package examples

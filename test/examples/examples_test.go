@@ -364,7 +364,45 @@ func applyAll(ctx context.Context, t *testing.T, dyn dynamic.Interface, mapper m
 		if err != nil {
 			t.Fatalf("%s: the kube-apiserver refused it: %v", d, err)
 		}
+		// Strict validation refuses unknown fields, but a field behind a disabled feature gate
+		// is known and silently dropped: every declared field must be stored as declared.
+		if lost := notKept("", d.obj.Object, live.Object); len(lost) > 0 {
+			t.Errorf("%s: the kube-apiserver did not store %s as declared", d, strings.Join(lost, ", "))
+		}
 		d.live, d.resource = live, resource
+	}
+}
+
+// notKept returns the paths of the fields of want that got lacks or holds with another value;
+// fields only got has (defaults, metadata the server sets) do not count.
+func notKept(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{path}
+		}
+		var out []string
+		for k, v := range w {
+			out = append(out, notKept(path+"."+k, v, g[k])...)
+		}
+		slices.Sort(out)
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{path}
+		}
+		var out []string
+		for i := range w {
+			out = append(out, notKept(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return out
+	default:
+		if want != got {
+			return []string{path}
+		}
+		return nil
 	}
 }
 
@@ -485,6 +523,8 @@ func expectedEntries(t *testing.T, uid uids) []wantEntry {
 			X509SVIDTTL: 3600,
 		}}
 	}
+	// pod-certificates.yaml's ClusterSPIFFEID selects no pod here: no controller-manager runs to
+	// create its Deployment's pods, so it declares no entry (and its stats count none).
 	return []wantEntry{
 		podEntry("web-1", "node-a"),
 		podEntry("web-2", "node-b"),

@@ -458,34 +458,44 @@ func checkAccessReviews(t *testing.T, ctx context.Context, saConfig *rest.Config
 	denied = append(denied, accesses([]string{"create"}, "authentication.k8s.io", []string{"tokenreviews"}, "", "")...)
 	denied = append(denied, accesses([]string{"*"}, "*", []string{"*"}, "", "")...)
 
-	review := func(a access) bool {
-		t.Helper()
-		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name,
-			}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("SelfSubjectAccessReview %s: %v", a, err)
-		}
-		return r.Status.Allowed
-	}
+	checkAllowedDenied(t, ctx, kube, allowed, denied)
+}
+
+// checkAllowedDenied asks the API server, as kube's user, about each access: those in allowed
+// must be allowed, those in denied refused.
+func checkAllowedDenied(t *testing.T, ctx context.Context, kube kubernetes.Interface, allowed, denied []access) {
+	t.Helper()
 	for _, a := range allowed {
-		if !review(a) {
+		if !selfReview(t, ctx, kube, a) {
 			t.Errorf("denied, but the controller needs it: %s", a)
 		}
 	}
 	for _, a := range denied {
-		if review(a) {
+		if selfReview(t, ctx, kube, a) {
 			t.Errorf("allowed, but it must not be: %s", a)
 		}
 	}
 	t.Logf("%d accesses allowed and %d denied as expected", len(allowed), len(denied))
 }
 
+// selfReview reports whether kube's user may make the access, by a SelfSubjectAccessReview.
+func selfReview(t *testing.T, ctx context.Context, kube kubernetes.Interface, a access) bool {
+	t.Helper()
+	r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectAccessReview %s: %v", a, err)
+	}
+	return r.Status.Allowed
+}
+
 // checkRulesReview lists every rule the ServiceAccount has in spire-system and requires each
-// to be one of spire-registrar's or one every authenticated user has.
-func checkRulesReview(t *testing.T, ctx context.Context, saConfig *rest.Config) {
+// to be one of spire-registrar's, one of extra (the rules of an optional component bound to
+// it) or one every authenticated user has.
+func checkRulesReview(t *testing.T, ctx context.Context, saConfig *rest.Config, extra ...rbacv1.PolicyRule) {
 	kube, err := kubernetes.NewForConfig(saConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -512,6 +522,7 @@ func checkRulesReview(t *testing.T, ctx context.Context, saConfig *rest.Config) 
 	}
 	add(wantClusterRoleRules)
 	add(wantLeaderElectionRules)
+	add(extra)
 	// What the default policy gives every authenticated user: asking what one may do
 	// (system:basic-user) and reading ClusterTrustBundles, which hold public CA certificates.
 	add([]rbacv1.PolicyRule{
