@@ -77,6 +77,13 @@ type SPIREOptions struct {
 	// AuditLog turns on the server's audit log (audit_log_enabled): one line per API call in
 	// the server's log, naming, for an admin-socket caller, its binary (caller_path).
 	AuditLog bool
+	// CATTL is the lifetime of the server's own X.509 CA (ca_ttl); 0 keeps SPIRE's default of
+	// 24h. SPIRE prepares the next authority at half of it and activates it at five sixths,
+	// and caps whatever it signs, SVIDs and downstream CAs alike, at the active CA's expiry:
+	// a CATTL of minutes makes CA rotation, and everything capped by it, watchable in a test.
+	// Below 6×default_x509_svid_ttl (6h with the default 1h) SPIRE starts with a warning
+	// that SVIDs may be shorter than their TTL; that is the capping, and expected.
+	CATTL time.Duration
 }
 
 // SPIRE is a running spire-server on 127.0.0.1 with a sqlite or PostgreSQL
@@ -96,6 +103,7 @@ type SPIRE struct {
 	postgres string
 	adminIDs []string
 	auditLog bool
+	caTTL    time.Duration
 	logf     Logf
 	proc     *process
 
@@ -120,7 +128,10 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, auditLog: opts.AuditLog, logf: opts.Logf}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, auditLog: opts.AuditLog, caTTL: opts.CATTL, logf: opts.Logf}
+	if opts.CATTL < 0 {
+		return nil, fmt.Errorf("negative CA TTL %s", opts.CATTL)
+	}
 	if opts.Postgres != nil {
 		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
 			return nil, err
@@ -218,6 +229,10 @@ func (s *SPIRE) writeConfig(logLevel string) error {
 	for _, id := range s.adminIDs {
 		adminIDs = append(adminIDs, q(id))
 	}
+	caTTL := ""
+	if s.caTTL > 0 {
+		caTTL = "\n    ca_ttl = " + q(s.caTTL.String())
+	}
 	conf := fmt.Sprintf(`server {
     bind_address = "127.0.0.1"
     bind_port = "%d"
@@ -226,7 +241,7 @@ func (s *SPIRE) writeConfig(logLevel string) error {
     data_dir = %s
     log_level = %s
     admin_ids = [%s]
-    audit_log_enabled = %t
+    audit_log_enabled = %t%s
 }
 
 plugins {
@@ -253,7 +268,7 @@ telemetry {
     }
 }
 `, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
-		strings.Join(adminIDs, ", "), s.auditLog, q(databaseType), q(connectionString), s.metricsPort)
+		strings.Join(adminIDs, ", "), s.auditLog, caTTL, q(databaseType), q(connectionString), s.metricsPort)
 	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write spire-server config: %w", err)
 	}
