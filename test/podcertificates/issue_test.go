@@ -49,7 +49,7 @@ func TestIssuedCertificateIsAnX509SVID(t *testing.T) {
 	pod := w.createPod(t, "web-0", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"}})
 	wantID := saID("web")
 	wantDNS := []string{"web-0.default.pod.cluster.local", "web.default.svc.cluster.local"}
-	w.waitEntry(t, wantID)
+	w.waitEntry(t, wantID, true)
 	t.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
 
 	// The request allows two hours; the ClusterSPIFFEID's 90 minutes are shorter and win.

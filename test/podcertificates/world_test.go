@@ -440,21 +440,22 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitEntry waits until SPIRE holds an entry with the SPIFFE ID, for a pod: spire-registrar's
-// entry controller wrote it, so its informers, which the pod certificate controller shares,
-// hold the pod and the ClusterSPIFFEID that selects it. A test requests a certificate only
-// then: a request decided on a cache without the ClusterSPIFFEID would be denied, for good.
-func (w *world) waitEntry(t *testing.T, spiffeID string) {
+// waitEntry waits until SPIRE holds (present) or no longer holds (!present) an entry with the
+// SPIFFE ID of a pod's. spire-registrar's entry controller wrote or deleted it, so its
+// informers, which the pod certificate controller shares, hold the pod as it is then and the
+// ClusterSPIFFEIDs that select it. A test requests a certificate only then: a request decided
+// on a cache that lags would be decided for the lag, and a denial is final.
+func (w *world) waitEntry(t *testing.T, spiffeID string, present bool) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		entries, err := w.stack.SPIRE.EntryShow(ctx)
 		if err != nil {
 			return false, nil
 		}
-		return slices.ContainsFunc(entries, func(e realcluster.Entry) bool { return e.SPIFFEID == spiffeID }), nil
+		return slices.ContainsFunc(entries, func(e realcluster.Entry) bool { return e.SPIFFEID == spiffeID }) == present, nil
 	})
 	if err != nil {
-		t.Fatalf("no SPIRE entry for %s within a minute: %v", spiffeID, err)
+		t.Fatalf("SPIRE entry for %s present=%t: not within a minute: %v", spiffeID, present, err)
 	}
 }
 
