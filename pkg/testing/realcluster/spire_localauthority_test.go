@@ -174,3 +174,46 @@ func TestSPIRECATTL(t *testing.T) {
 		}
 	}
 }
+
+// TestSPIREDiskKeyManagerKeepsCAOnRestart kills and restarts a server with each key manager:
+// with DiskKeyManager it comes back with the CA it had, and with the in-memory default it
+// mints a new one, which joins the bundle.
+func TestSPIREDiskKeyManagerKeepsCAOnRestart(t *testing.T) {
+	skipIfShort(t)
+	for _, tc := range []struct {
+		name string
+		disk bool
+		// authorities is how many the bundle holds after the restart.
+		authorities int
+	}{
+		{"disk", true, 1},
+		{"memory", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			spire := NewSPIRE(t, SPIREOptions{DiskKeyManager: tc.disk})
+			before, err := spire.LocalAuthorityX509Show(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spire.Kill()
+			if err := spire.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			after, err := spire.LocalAuthorityX509Show(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := after.Active.ID == before.Active.ID; same != tc.disk {
+				t.Errorf("active authority %s before the restart, %s after; want the same: %t", before.Active.ID, after.Active.ID, tc.disk)
+			}
+			auths, err := spire.BundleX509Authorities(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(auths) != tc.authorities {
+				t.Errorf("bundle holds %d X.509 authorities after the restart, want %d", len(auths), tc.authorities)
+			}
+		})
+	}
+}
