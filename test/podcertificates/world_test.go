@@ -137,7 +137,7 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	}
 	w := &world{bin: registrarBinary(t), uid: strconv.Itoa(os.Getuid())}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
-		Kube:  realcluster.KubeOptions{NodeAuthorization: true},
+		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
 		// comes back with its CA, which the agent already trusts.
 		SPIRE: realcluster.SPIREOptions{CATTL: opts.spireCATTL, DiskKeyManager: true},
