@@ -124,24 +124,31 @@ func TestIssuedCertificateIsAnX509SVID(t *testing.T) {
 // parseChain parses a PEM certificate chain, leaf first.
 func parseChain(t *testing.T, chainPEM string) []*x509.Certificate {
 	t.Helper()
-	var certs []*x509.Certificate
-	rest := []byte(chainPEM)
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs = append(certs, cert)
+	certs, err := parsePEMCerts(chainPEM)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(certs) == 0 {
 		t.Fatalf("no certificate in chain %q", chainPEM)
 	}
 	return certs
+}
+
+// parsePEMCerts parses the CERTIFICATE blocks of s, in order.
+func parsePEMCerts(s string) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	rest := []byte(s)
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return certs, nil
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, cert)
+	}
 }
 
 // rawCerts returns the certificates' DER.
