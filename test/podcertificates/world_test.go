@@ -75,8 +75,12 @@ var binary struct {
 	err  error
 }
 
-// TestMain runs the tests and removes the spire-registrar binary they built.
+// TestMain runs the mTLS peer when this binary was started as one (see peer_test.go), else
+// the tests; it removes the spire-registrar binary they built.
 func TestMain(m *testing.M) {
+	if os.Getenv(peerEnv) != "" {
+		os.Exit(runPeer())
+	}
 	code := m.Run()
 	if binary.dir != "" {
 		if err := os.RemoveAll(binary.dir); err != nil {
