@@ -77,11 +77,25 @@ type SPIREOptions struct {
 	// AuditLog turns on the server's audit log (audit_log_enabled): one line per API call in
 	// the server's log, naming, for an admin-socket caller, its binary (caller_path).
 	AuditLog bool
+	// CATTL is the lifetime of the server's own X.509 CA (ca_ttl); 0 keeps SPIRE's default of
+	// 24h. SPIRE prepares the next authority at half of it and activates it at five sixths,
+	// and caps whatever it signs, SVIDs and downstream CAs alike, at the active CA's expiry:
+	// a CATTL of minutes makes CA rotation, and everything capped by it, watchable in a test.
+	// Below 6×default_x509_svid_ttl (6h with the default 1h) SPIRE starts with a warning
+	// that SVIDs may be shorter than their TTL; that is the capping, and expected.
+	CATTL time.Duration
+	// DiskKeyManager keeps the server's CA keys in a file in Dir (the disk key manager)
+	// instead of in memory, so that Restart brings the server back with the CA it had, as a
+	// deployment with the disk key manager or a KMS comes back after a crash. With the
+	// default in-memory keys a restarted server mints a new root that no agent trusts yet:
+	// an agent started before then fails its next sync and exits.
+	DiskKeyManager bool
 }
 
 // SPIRE is a running spire-server on 127.0.0.1 with a sqlite or PostgreSQL
 // datastore, an in-memory key manager (each server has CA keys of its own,
-// even on a shared datastore) and the join_token node attestor. Its API is
+// even on a shared datastore; SPIREOptions.DiskKeyManager keeps them in a
+// file) and the join_token node attestor. Its API is
 // served on a unix socket without authentication, as the local admin socket is.
 type SPIRE struct {
 	bin         string
@@ -96,6 +110,8 @@ type SPIRE struct {
 	postgres string
 	adminIDs []string
 	auditLog bool
+	caTTL    time.Duration
+	diskKeys bool
 	logf     Logf
 	proc     *process
 
@@ -120,7 +136,10 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, auditLog: opts.AuditLog, logf: opts.Logf}
+	s := &SPIRE{bin: bin, trustDomain: opts.TrustDomain, postgres: opts.PostgresConnectionString, adminIDs: opts.AdminIDs, auditLog: opts.AuditLog, caTTL: opts.CATTL, diskKeys: opts.DiskKeyManager, logf: opts.Logf}
+	if opts.CATTL < 0 {
+		return nil, fmt.Errorf("negative CA TTL %s", opts.CATTL)
+	}
 	if opts.Postgres != nil {
 		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
 			return nil, err
@@ -218,6 +237,20 @@ func (s *SPIRE) writeConfig(logLevel string) error {
 	for _, id := range s.adminIDs {
 		adminIDs = append(adminIDs, q(id))
 	}
+	keyManager := `KeyManager "memory" {
+        plugin_data {}
+    }`
+	if s.diskKeys {
+		keyManager = fmt.Sprintf(`KeyManager "disk" {
+        plugin_data {
+            keys_path = %s
+        }
+    }`, q(filepath.Join(s.dir, "data", "keys.json")))
+	}
+	caTTL := ""
+	if s.caTTL > 0 {
+		caTTL = "\n    ca_ttl = " + q(s.caTTL.String())
+	}
 	conf := fmt.Sprintf(`server {
     bind_address = "127.0.0.1"
     bind_port = "%d"
@@ -226,7 +259,7 @@ func (s *SPIRE) writeConfig(logLevel string) error {
     data_dir = %s
     log_level = %s
     admin_ids = [%s]
-    audit_log_enabled = %t
+    audit_log_enabled = %t%s
 }
 
 plugins {
@@ -237,9 +270,7 @@ plugins {
         }
     }
 
-    KeyManager "memory" {
-        plugin_data {}
-    }
+    %s
 
     NodeAttestor "join_token" {
         plugin_data {}
@@ -253,7 +284,7 @@ telemetry {
     }
 }
 `, s.bindPort, q(s.socketPath), q(s.trustDomain), q(filepath.Join(s.dir, "data")), q(logLevel),
-		strings.Join(adminIDs, ", "), s.auditLog, q(databaseType), q(connectionString), s.metricsPort)
+		strings.Join(adminIDs, ", "), s.auditLog, caTTL, q(databaseType), q(connectionString), keyManager, s.metricsPort)
 	if err := os.WriteFile(s.configPath(), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("write spire-server config: %w", err)
 	}
@@ -349,7 +380,7 @@ func (s *SPIRE) Kill() {
 // Restart stops the server if it runs (SIGTERM, then SIGKILL after a grace
 // period) and starts it again with the same config, socket and datastore, so
 // registration entries survive. The in-memory key manager forgets its keys:
-// the server mints a new CA.
+// the server mints a new CA, unless SPIREOptions.DiskKeyManager kept them.
 func (s *SPIRE) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	stopped := s.stopped

@@ -18,6 +18,7 @@ package realcluster
 
 import (
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 )
@@ -130,5 +131,89 @@ func TestSPIRELocalAuthorityX509Rotation(t *testing.T) {
 	}
 	if !entry.Admin || !entry.Downstream {
 		t.Fatalf("entry made with -admin -downstream has admin %t, downstream %t", entry.Admin, entry.Downstream)
+	}
+}
+
+// TestSPIRECATTL starts a real spire-server with a CA TTL of a minute and a half: SPIRE
+// accepts it, with a warning that SVIDs may be shorter than their TTL, and its active X.509
+// authority lives that long.
+func TestSPIRECATTL(t *testing.T) {
+	skipIfShort(t)
+	const caTTL = 90 * time.Second
+	before := time.Now()
+	spire := NewSPIRE(t, SPIREOptions{CATTL: caTTL})
+	after := time.Now()
+
+	auths, err := spire.BundleX509Authorities(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auths) != 1 {
+		t.Fatalf("bundle has %d X.509 authorities, want 1", len(auths))
+	}
+	ca := auths[0].Certificate
+	// SPIRE dates NotBefore back 10s (credtemplate.NotBeforeCushion) and ends the CA ca_ttl
+	// after it made it, some time between starting the process and answering healthcheck.
+	if ca.NotAfter.Before(before.Add(caTTL).Truncate(time.Second)) || ca.NotAfter.After(after.Add(caTTL)) {
+		t.Errorf("CA valid %s to %s; want it to end %s after a time between %s and %s", ca.NotBefore, ca.NotAfter, caTTL, before, after)
+	}
+	if got := ca.NotAfter.Sub(ca.NotBefore); got != caTTL+10*time.Second {
+		t.Errorf("CA lifetime %s, want ca_ttl %s and SPIRE's 10s backdating", got, caTTL)
+	}
+	log, err := spire.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const warning = "default_x509_svid_ttl is too high for the configured ca_ttl value. SVIDs with shorter lifetimes may be issued"
+	if !strings.Contains(log, warning) {
+		t.Errorf("the server's log lacks the warning %q", warning)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "level=warning") {
+			t.Logf("spire-server: %s", line)
+		}
+	}
+}
+
+// TestSPIREDiskKeyManagerKeepsCAOnRestart kills and restarts a server with each key manager:
+// with DiskKeyManager it comes back with the CA it had, and with the in-memory default it
+// mints a new one, which joins the bundle.
+func TestSPIREDiskKeyManagerKeepsCAOnRestart(t *testing.T) {
+	skipIfShort(t)
+	for _, tc := range []struct {
+		name string
+		disk bool
+		// authorities is how many the bundle holds after the restart.
+		authorities int
+	}{
+		{"disk", true, 1},
+		{"memory", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			spire := NewSPIRE(t, SPIREOptions{DiskKeyManager: tc.disk})
+			before, err := spire.LocalAuthorityX509Show(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spire.Kill()
+			if err := spire.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			after, err := spire.LocalAuthorityX509Show(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := after.Active.ID == before.Active.ID; same != tc.disk {
+				t.Errorf("active authority %s before the restart, %s after; want the same: %t", before.Active.ID, after.Active.ID, tc.disk)
+			}
+			auths, err := spire.BundleX509Authorities(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(auths) != tc.authorities {
+				t.Errorf("bundle holds %d X.509 authorities after the restart, want %d", len(auths), tc.authorities)
+			}
+		})
 	}
 }
