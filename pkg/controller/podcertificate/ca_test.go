@@ -180,6 +180,43 @@ func TestSyncRequestFailsAfterFailPendingAfter(t *testing.T) {
 	}
 }
 
+// TestWaitingRequestIsRetriedWhenFailPendingAfterRunsOut: the parking queues a waiting
+// request again only once the CA is usable, so the controller itself must come back to it
+// when FailPendingAfter runs out, or an outage would keep it pending for ever.
+func TestWaitingRequestIsRetriedWhenFailPendingAfterRunsOut(t *testing.T) {
+	const failPendingAfter = time.Minute
+	env := newTestEnv(t, envOptions{noStart: true, options: func(o *Options) { o.FailPendingAfter = failPendingAfter }})
+	cl := newCluster()
+	env.add(t, cl.objects()...)
+	req := kubeletRequest(t, cl.pod, cl.node, newP256Key(t))
+	req.CreationTimestamp = metav1.NewTime(time.Now().Add(-failPendingAfter + 500*time.Millisecond))
+	env.add(t, req)
+
+	if err := env.sync(req); !errors.Is(err, runner.ErrWaitForProbe) {
+		t.Fatalf("syncRequest = %v, want an error wrapping runner.ErrWaitForProbe", err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		key, _ := env.c.queue.Get()
+		got <- key
+	}()
+	select {
+	case key := <-got:
+		if want := req.Namespace + "/" + req.Name; key != want {
+			t.Fatalf("queued %q, want %q", key, want)
+		}
+		env.c.queue.Done(key)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting request was not queued again when FailPendingAfter ran out")
+	}
+	if err := env.sync(req); err != nil {
+		t.Fatalf("syncRequest: %v", err)
+	}
+	if cond := condition(t, env.request(t, req)); cond.Reason != string(podcert.ReasonSPIREUnavailable) {
+		t.Errorf("reason %s, want %s", cond.Reason, podcert.ReasonSPIREUnavailable)
+	}
+}
+
 // TestRenewIfDue: the CA is renewed at half its life and not before.
 func TestRenewIfDue(t *testing.T) {
 	for _, tc := range []struct {
