@@ -116,12 +116,18 @@ func (h *caHolder) renew(ctx context.Context) error {
 }
 
 // signer returns the CA to sign a certificate with at now: one that covers at least
-// podcert.MinLifetime more, or an errNoCA.
+// podcert.MinLifetime more, or an errNoCA. When a CA is held but expires too soon, the
+// errNoCA wraps podcert.ErrCATooShort (and why the last renewal failed, if it did), so that a
+// request failed for waiting too long says the CA expired rather than that SPIRE is down.
 func (h *caHolder) signer(now time.Time) (*spire.DownstreamCA, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if h.ca == nil || h.ca.NotAfter().Sub(now) < podcert.MinLifetime {
+	switch {
+	case h.ca == nil:
 		return nil, errNoCA{cause: h.lastErr}
+	case h.ca.NotAfter().Sub(now) < podcert.MinLifetime:
+		tooShort := fmt.Errorf("%w: it expires at %s", podcert.ErrCATooShort, h.ca.NotAfter().UTC().Format(time.RFC3339))
+		return nil, errNoCA{cause: errors.Join(tooShort, h.lastErr)}
 	}
 	return h.ca, nil
 }

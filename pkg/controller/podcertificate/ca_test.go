@@ -123,8 +123,8 @@ func TestSyncRequestNeverIssuesWithAShortCA(t *testing.T) {
 }
 
 // TestSyncRequestFailsAfterFailPendingAfter: a request that has waited FailPendingAfter for
-// a usable CA is Failed, with SPIREUnavailable when SPIRE gave no CA; a younger one keeps
-// waiting.
+// a usable CA is Failed, with SPIREUnavailable when SPIRE gave no CA and CAExpired when the
+// CA it gave is too short; a younger one keeps waiting.
 func TestSyncRequestFailsAfterFailPendingAfter(t *testing.T) {
 	const failPendingAfter = 10 * time.Minute
 	for _, tc := range []struct {
@@ -144,6 +144,12 @@ func TestSyncRequestFailsAfterFailPendingAfter(t *testing.T) {
 			name:  "SPIRE unavailable, younger than FailPendingAfter",
 			spire: func(s *spiretest.Server) { s.FailNext(spiretest.MethodNewDownstreamX509CA, 1, codes.Unavailable) },
 			age:   failPendingAfter - time.Minute,
+		},
+		{
+			name:       "the CA is too short, older than FailPendingAfter",
+			spire:      func(s *spiretest.Server) { s.SetCATTL(30 * time.Minute) },
+			age:        failPendingAfter + time.Second,
+			wantReason: podcert.ReasonCAExpired, wantMsg: []string{"10m0s", "expires"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,6 +350,9 @@ func TestRenewalFailureKeepsTheOldCA(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "Unavailable") {
 				t.Errorf("signer = %q, want it to say why the renewal failed", err)
+			}
+			if !errors.Is(err, podcert.ErrCATooShort) {
+				t.Errorf("signer = %q, want it to wrap podcert.ErrCATooShort: a CA is held, it expires too soon", err)
 			}
 		})
 	}
