@@ -80,7 +80,9 @@ func (h *caHolder) first(ctx context.Context) error {
 }
 
 // renewIfDue records the authorities and renews the CA when there is none, it is past half
-// its life, or the authority it chains to is tainted.
+// its life, it can no longer sign a certificate of podcert.MinLifetime (which comes before
+// half life for a CA SPIRE signed for less than twice that), or the authority it chains to
+// is tainted.
 func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []spire.X509Authority) error {
 	h.mu.Lock()
 	h.authorities = authorities
@@ -89,6 +91,7 @@ func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []
 	switch {
 	case ca == nil:
 	case !now.Before(ca.RenewAt()):
+	case ca.NotAfter().Sub(now) < podcert.MinLifetime:
 	case chainsToTainted(ca, authorities):
 		klog.FromContext(ctx).Info("The authority the pod certificate CA chains to is tainted; renewing the CA")
 	default:

@@ -223,7 +223,8 @@ func TestWaitingRequestIsRetriedWhenFailPendingAfterRunsOut(t *testing.T) {
 	}
 }
 
-// TestRenewIfDue: the CA is renewed at half its life and not before.
+// TestRenewIfDue: the CA is renewed at half its life and not before; with a CA that SPIRE
+// makes shorter than two hours, also once it can no longer sign a certificate of an hour.
 func TestRenewIfDue(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -240,6 +241,10 @@ func TestRenewIfDue(t *testing.T) {
 			at: func(ca *spire.DownstreamCA) time.Time { return ca.RenewAt().Add(time.Hour) }},
 		{name: "just issued", caTTL: 4 * time.Hour,
 			at: func(ca *spire.DownstreamCA) time.Time { return ca.Chain[0].NotBefore }},
+		{name: "a short CA that still covers an hour", caTTL: 90 * time.Minute,
+			at: func(ca *spire.DownstreamCA) time.Time { return ca.NotAfter().Add(-time.Hour) }},
+		{name: "a short CA that no longer covers an hour, before half life", caTTL: 90 * time.Minute, wantRenew: true,
+			at: func(ca *spire.DownstreamCA) time.Time { return ca.NotAfter().Add(-time.Hour + time.Second) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, envOptions{beforeStart: func(s *spiretest.Server) { s.SetCATTL(tc.caTTL) }})
