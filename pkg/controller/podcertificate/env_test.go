@@ -71,6 +71,9 @@ type testEnv struct {
 	kube      *k8sfake.Clientset
 
 	requests, bundles, pods, namespaces, nodes, slices, clusterSPIFFEIDs cache.Indexer
+	// requestInformer and bundleInformer are the informers whose handlers the controller
+	// registered; a test that wants their events runs them.
+	requestInformer, bundleInformer cache.SharedIndexInformer
 }
 
 // envOptions change how newTestEnv builds the controller.
@@ -123,6 +126,8 @@ func newTestEnv(t *testing.T, o envOptions) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.c.queue.ShutDown(); env.c.bundleQueue.ShutDown() })
+	env.requestInformer = certs.PodCertificateRequests().Informer()
+	env.bundleInformer = certs.ClusterTrustBundles().Informer()
 	env.requests = certs.PodCertificateRequests().Informer().GetIndexer()
 	env.bundles = certs.ClusterTrustBundles().Informer().GetIndexer()
 	env.pods = core.Pods().Informer().GetIndexer()
