@@ -46,6 +46,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -180,7 +181,7 @@ func (env *testEnv) addToCache(t *testing.T, objs ...runtime.Object) {
 			indexer = env.requests
 		case *certificatesv1.ClusterTrustBundle:
 			indexer = env.bundles
-		case *corev1.Pod:
+		case *corev1.Pod, *informercache.Pod:
 			indexer = env.pods
 		case *corev1.Namespace:
 			indexer = env.namespaces

@@ -40,6 +40,7 @@ import (
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -558,6 +559,43 @@ func TestSyncRequestDryRun(t *testing.T) {
 			}
 			if got := env.request(t, req); len(got.Status.Conditions) != 0 || got.Status.CertificateChain != "" {
 				t.Errorf("a dry run changed the request's status: %+v", got.Status)
+			}
+		})
+	}
+}
+
+// TestSyncRequestWithCompactPods: with pods cached in compact form, as the binary caches
+// them, a request is checked and issued as with whole pods.
+func TestSyncRequestWithCompactPods(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		change     func(*corev1.Pod)
+		wantDenied podcert.Reason // "": issued
+	}{
+		{name: "issued"},
+		{name: "pod finished", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, wantDenied: podcert.ReasonPodFinished},
+		{name: "pod replaced", change: func(p *corev1.Pod) { p.UID = "uid-of-the-new-pod" }, wantDenied: podcert.ReasonPodMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, envOptions{})
+			cl := newCluster()
+			key := newP256Key(t)
+			req := kubeletRequest(t, cl.pod, cl.node, key)
+			if tc.change != nil {
+				tc.change(cl.pod)
+			}
+			env.add(t, cl.ns, cl.node, cl.csid, req)
+			env.addToAPI(t, cl.pod)
+			env.addToCache(t, informercache.Compact(cl.pod, 0))
+			if err := env.sync(req); err != nil {
+				t.Fatalf("syncRequest: %v", err)
+			}
+			if tc.wantDenied == "" {
+				checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{"web.prod.svc"})
+				return
+			}
+			if cond := condition(t, env.request(t, req)); cond.Reason != string(tc.wantDenied) {
+				t.Errorf("reason %s (%q), want %s", cond.Reason, cond.Message, tc.wantDenied)
 			}
 		})
 	}
