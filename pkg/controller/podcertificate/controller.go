@@ -253,16 +253,18 @@ func (c *Controller) enqueueRequest(obj any) {
 }
 
 // resync renews the CA when it is due and brings the trust bundle up to date with SPIRE's
-// authorities. It fails, and is retried, when SPIRE cannot be read or the CA cannot be had.
+// authorities. It fails, and is retried, when SPIRE cannot be read or the CA cannot be had;
+// the bundle is brought up to date whenever the authorities could be read, since verifiers of
+// every SVID of the trust domain need it whether or not this controller can sign.
 func (c *Controller) resync(ctx context.Context) error {
 	authorities, err := c.ca.authority.BundleX509Authorities(ctx)
 	if err != nil {
 		return fmt.Errorf("reading SPIRE's X.509 authorities: %w", err)
 	}
-	// Requests that wait for a CA are retried by the parking once the CA is usable.
-	if err := c.ca.renewIfDue(ctx, time.Now(), authorities); err != nil {
-		return err
-	}
+	// renewIfDue records the authorities before it renews, so the bundle sync sees them even
+	// when the renewal fails. Requests that wait for a CA are retried by the parking once the
+	// CA is usable.
+	err = c.ca.renewIfDue(ctx, time.Now(), authorities)
 	c.bundleQueue.Add(bundleKey)
-	return nil
+	return err
 }

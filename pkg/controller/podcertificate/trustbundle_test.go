@@ -22,11 +22,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
 // testBundleName is the ClusterTrustBundle the controller publishes for testSignerName and
@@ -270,5 +272,36 @@ func TestBundleName(t *testing.T) {
 		if got := bundleName(tc.signer, tc.td); got != tc.want {
 			t.Errorf("bundleName(%q, %q) = %q, want %q", tc.signer, tc.td, got, tc.want)
 		}
+	}
+}
+
+// TestResyncPublishesBundleWhenCARenewalFails: the trust bundle does not depend on the CA.
+// When SPIRE lists its authorities but will not sign a CA, the resync fails (and is retried)
+// but the bundle is still brought up to date: verifiers of agents' SVIDs need SPIRE's new
+// authorities whether or not this controller can sign.
+func TestResyncPublishesBundleWhenCARenewalFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(*spiretest.Server)
+	}{
+		{name: "SPIRE unavailable for the CA", fail: func(s *spiretest.Server) { s.FailNext(spiretest.MethodNewDownstreamX509CA, 10, codes.Unavailable) }},
+		{name: "not downstream", fail: func(s *spiretest.Server) { s.DenyDownstream(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, envOptions{noStart: true})
+			tc.fail(env.spire)
+			if err := env.c.resync(env.ctx); err == nil {
+				t.Fatal("resync succeeded without a CA")
+			}
+			if env.c.bundleQueue.Len() != 1 {
+				t.Fatalf("resync queued %d bundle keys, want 1", env.c.bundleQueue.Len())
+			}
+			if err := env.c.syncBundle(env.ctx, bundleKey); err != nil {
+				t.Fatalf("syncBundle: %v", err)
+			}
+			if got := parseChain(t, env.apiBundles(t)[testBundleName].TrustBundle); !certsEqual(got, env.spire.X509Authorities()) {
+				t.Errorf("the bundle does not hold the SPIRE fake's authorities")
+			}
+		})
 	}
 }
