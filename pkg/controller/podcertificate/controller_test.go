@@ -151,3 +151,30 @@ func getWithin(t *testing.T, queue interface {
 		return ""
 	}
 }
+
+// TestResyncQueuesPendingRequests: a key the worker dropped after maxRetries is left "to the
+// next full resync" (runner.handleErr), so the resync queues every request of the signer
+// name that has not ended, and only those.
+func TestResyncQueuesPendingRequests(t *testing.T) {
+	env := newTestEnv(t, envOptions{})
+	cl := newCluster()
+	pending := kubeletRequest(t, cl.pod, cl.node, newP256Key(t))
+	pending.Name = "pending"
+	issued := pending.DeepCopy()
+	issued.Name = "issued"
+	issued.Status.Conditions = []metav1.Condition{{Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue, Reason: "Issued"}}
+	other := pending.DeepCopy()
+	other.Name = "other-signer"
+	other.Spec.SignerName = "example.com/other"
+	env.add(t, pending, issued, other)
+
+	if err := env.c.resync(env.ctx); err != nil {
+		t.Fatalf("resync: %v", err)
+	}
+	if n := env.c.queue.Len(); n != 1 {
+		t.Fatalf("resync queued %d requests, want 1", n)
+	}
+	if key, _ := env.c.queue.Get(); key != "prod/pending" {
+		t.Errorf("resync queued %q, want prod/pending", key)
+	}
+}
