@@ -80,7 +80,9 @@ func (h *caHolder) first(ctx context.Context) error {
 }
 
 // renewIfDue records the authorities and renews the CA when there is none, it is past half
-// its life, or the authority it chains to is tainted.
+// its life, it can no longer sign a certificate of podcert.MinLifetime (which comes before
+// half life for a CA SPIRE signed for less than twice that), or the authority it chains to
+// is tainted.
 func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []spire.X509Authority) error {
 	h.mu.Lock()
 	h.authorities = authorities
@@ -89,6 +91,7 @@ func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []
 	switch {
 	case ca == nil:
 	case !now.Before(ca.RenewAt()):
+	case ca.NotAfter().Sub(now) < podcert.MinLifetime:
 	case chainsToTainted(ca, authorities):
 		klog.FromContext(ctx).Info("The authority the pod certificate CA chains to is tainted; renewing the CA")
 	default:
@@ -116,12 +119,18 @@ func (h *caHolder) renew(ctx context.Context) error {
 }
 
 // signer returns the CA to sign a certificate with at now: one that covers at least
-// podcert.MinLifetime more, or an errNoCA.
+// podcert.MinLifetime more, or an errNoCA. When a CA is held but expires too soon, the
+// errNoCA wraps podcert.ErrCATooShort (and why the last renewal failed, if it did), so that a
+// request failed for waiting too long says the CA expired rather than that SPIRE is down.
 func (h *caHolder) signer(now time.Time) (*spire.DownstreamCA, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if h.ca == nil || h.ca.NotAfter().Sub(now) < podcert.MinLifetime {
+	switch {
+	case h.ca == nil:
 		return nil, errNoCA{cause: h.lastErr}
+	case h.ca.NotAfter().Sub(now) < podcert.MinLifetime:
+		tooShort := fmt.Errorf("%w: it expires at %s", podcert.ErrCATooShort, h.ca.NotAfter().UTC().Format(time.RFC3339))
+		return nil, errNoCA{cause: errors.Join(tooShort, h.lastErr)}
 	}
 	return h.ca, nil
 }

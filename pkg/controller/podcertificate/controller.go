@@ -35,6 +35,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
@@ -252,17 +253,31 @@ func (c *Controller) enqueueRequest(obj any) {
 	}
 }
 
-// resync renews the CA when it is due and brings the trust bundle up to date with SPIRE's
-// authorities. It fails, and is retried, when SPIRE cannot be read or the CA cannot be had.
+// resync queues every request that has not ended, renews the CA when it is due and brings
+// the trust bundle up to date with SPIRE's authorities. It fails, and is retried, when SPIRE
+// cannot be read or the CA cannot be had; the bundle is brought up to date whenever the
+// authorities could be read, since verifiers of every SVID of the trust domain need it
+// whether or not this controller can sign.
+//
+// Queuing the requests is what makes a request the worker dropped after its retries (an
+// informer that lagged, an API server that refused the status write) a delayed one rather
+// than a lost one: no other event brings it back, since kubelet never changes a request.
 func (c *Controller) resync(ctx context.Context) error {
+	requests, err := c.requests.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing PodCertificateRequests: %w", err)
+	}
+	for _, req := range requests {
+		c.enqueueRequest(req)
+	}
 	authorities, err := c.ca.authority.BundleX509Authorities(ctx)
 	if err != nil {
 		return fmt.Errorf("reading SPIRE's X.509 authorities: %w", err)
 	}
-	// Requests that wait for a CA are retried by the parking once the CA is usable.
-	if err := c.ca.renewIfDue(ctx, time.Now(), authorities); err != nil {
-		return err
-	}
+	// renewIfDue records the authorities before it renews, so the bundle sync sees them even
+	// when the renewal fails. Requests that wait for a CA are retried by the parking once the
+	// CA is usable.
+	err = c.ca.renewIfDue(ctx, time.Now(), authorities)
 	c.bundleQueue.Add(bundleKey)
-	return nil
+	return err
 }

@@ -71,6 +71,11 @@ func (c *Controller) syncRequest(ctx context.Context, key string) error {
 		if d := c.pendingTooLong(req, noCA); d != nil {
 			return c.end(ctx, req, d)
 		}
+		// The parking queues the request again only once the CA is usable: during an outage
+		// that may be never, so the request comes back when FailPendingAfter runs out.
+		if c.opts.FailPendingAfter > 0 {
+			c.queue.AddAfter(key, time.Until(req.CreationTimestamp.Add(c.opts.FailPendingAfter)))
+		}
 		return fmt.Errorf("%w: %w", runner.ErrWaitForProbe, err)
 	}
 	switch {

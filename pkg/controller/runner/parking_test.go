@@ -81,3 +81,37 @@ func TestUnreachableKeysAreParkedUntilSPIREAnswers(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestWaitForProbeKeysAreParked: a sync error that wraps ErrWaitForProbe parks the key even
+// though nothing in it says SPIRE is unreachable (the pod certificate controller's "no usable
+// CA yet"): it is not retried with backoff, and is queued again once the probe succeeds.
+func TestWaitForProbeKeysAreParked(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	queue := instantQueue()
+	defer queue.ShutDown()
+	probes := make(chan chan error)
+	parking := NewParking(queue, func(context.Context) error {
+		answer := make(chan error)
+		probes <- answer
+		return <-answer
+	})
+	parking.baseDelay, parking.maxDelay = time.Millisecond, time.Millisecond
+	go parking.Run(ctx)
+
+	waiting := fmt.Errorf("%w: no usable CA: the CA expires too soon", ErrWaitForProbe)
+	queue.Add("request-a")
+	processNext(ctx, "test-controller", "podCertificateRequest", queue, parking, func(context.Context, string) error { return waiting })
+	if queue.Len() != 0 || queue.NumRequeues("request-a") != 0 {
+		t.Fatalf("a key waiting for the probe stayed in the queue (len %d, requeues %d), want it parked", queue.Len(), queue.NumRequeues("request-a"))
+	}
+	(<-probes) <- errors.New("still no CA")
+	if queue.Len() != 0 {
+		t.Fatal("the key was queued while the probe still failed")
+	}
+	(<-probes) <- nil
+	if key, _ := queue.Get(); key != "request-a" {
+		t.Fatalf("queued %q after the probe passed, want request-a", key)
+	}
+}

@@ -47,6 +47,8 @@ const (
 type authority struct {
 	cert *x509.Certificate
 	key  crypto.Signer
+	// tainted marks a root SPIRE is rotating SVIDs away from (see TaintX509Authority).
+	tainted bool
 }
 
 // SetCATTL sets the lifetime of the downstream CAs the fake signs when
@@ -77,6 +79,27 @@ func (s *Server) RotateX509Authority() {
 		s.t.Fatalf("spiretest: %v", err)
 	}
 	s.roots = append(s.roots, root)
+}
+
+// TaintX509Authority marks the root cert as tainted in the bundle GetBundle serves, as
+// `spire-server localauthority x509 taint` does: the root stays trusted, but what it signed
+// is to be replaced. As in SPIRE, only a root that no longer signs can be tainted; tainting
+// the active one, or a certificate that is not a root of the fake's, fails the test.
+func (s *Server) TaintX509Authority(cert *x509.Certificate) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.roots {
+		if !r.cert.Equal(cert) {
+			continue
+		}
+		if i == len(s.roots)-1 {
+			s.t.Fatalf("spiretest: unable to taint the active X.509 authority; rotate first")
+		}
+		r.tainted = true
+		return
+	}
+	s.t.Fatalf("spiretest: no X.509 authority %q to taint", cert.Subject)
 }
 
 // X509Authorities returns the roots of the fake's trust domain, oldest

@@ -98,7 +98,7 @@ type bundleService struct {
 }
 
 // GetBundle returns the fake's own trust domain bundle: its roots as X.509
-// authorities, unless the output mask leaves them out.
+// authorities, tainted ones marked, unless the output mask leaves them out.
 func (bs *bundleService) GetBundle(_ context.Context, req *bundlev1.GetBundleRequest) (*types.Bundle, error) {
 	s := bs.s
 	s.mu.Lock()
@@ -109,7 +109,7 @@ func (bs *bundleService) GetBundle(_ context.Context, req *bundlev1.GetBundleReq
 	bundle := &types.Bundle{TrustDomain: s.trustDomain.Name()}
 	if req.OutputMask == nil || req.OutputMask.X509Authorities {
 		for _, r := range s.roots {
-			bundle.X509Authorities = append(bundle.X509Authorities, &types.X509Certificate{Asn1: r.cert.Raw})
+			bundle.X509Authorities = append(bundle.X509Authorities, &types.X509Certificate{Asn1: r.cert.Raw, Tainted: r.tainted})
 		}
 	}
 	return bundle, nil

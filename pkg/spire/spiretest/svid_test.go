@@ -183,6 +183,26 @@ func TestGetBundle(t *testing.T) {
 	}
 }
 
+// TestTaintX509Authority: a tainted root is still served, marked tainted; the others are not.
+func TestTaintX509Authority(t *testing.T) {
+	s := New(t)
+	_, bundles := dialAuthority(t, s)
+	s.RotateX509Authority()
+	roots := s.X509Authorities()
+	s.TaintX509Authority(roots[0])
+	b, err := bundles.GetBundle(context.Background(), &bundlev1.GetBundleRequest{})
+	if err != nil {
+		t.Fatalf("GetBundle: %v", err)
+	}
+	if len(b.X509Authorities) != 2 {
+		t.Fatalf("bundle has %d authorities, want 2", len(b.X509Authorities))
+	}
+	if !b.X509Authorities[0].Tainted || b.X509Authorities[1].Tainted {
+		t.Errorf("tainted = [%v %v], want [true false]: only the old root is tainted",
+			b.X509Authorities[0].Tainted, b.X509Authorities[1].Tainted)
+	}
+}
+
 func TestSetTrustDomainReplacesRoots(t *testing.T) {
 	s := New(t)
 	old := s.X509Authorities()
