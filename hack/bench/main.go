@@ -61,6 +61,10 @@ limitations under the License.
 // SPIRE holds an entry for every pod; at the largest N also the latency of single pod events
 // and what the controller costs at rest. It writes bench-<timestamp>.md and .csv under -out.
 //
+// -mode podcert measures the pod certificate signer: N PodCertificateRequests (default 1000)
+// made as the node, one at a time for p50/p99 from create to issued chain, then all at once by
+// -concurrency callers for the requests per second one replica sustains (see podcert.go).
+//
 // -mode rollout works in the full world (kube-scheduler, kube-controller-manager and kwok
 // too): for each N (500 unless -n says otherwise) and each datastore of -datastores, a fresh
 // SPIRE server on it, a Deployment of N replicas, and a rollout of a new template under pod
@@ -71,6 +75,7 @@ limitations under the License.
 //	go run ./hack/bench [-n 1000,10000,30000] [-k 1,10] [-datastores postgres,sqlite] [-scm-max 10000]
 //	go run ./hack/bench -mode converge [-n 1000,5000] [-steady 200] [-idle 60s]
 //	go run ./hack/bench -mode rollout [-n 500] [-datastores sqlite,postgres] [-flaps 20]
+//	go run ./hack/bench -mode podcert [-n 1000] [-concurrency 32]
 package main
 
 import (
@@ -125,6 +130,7 @@ const (
 	modeMatrix   = "matrix"
 	modeConverge = "converge"
 	modeRollout  = "rollout"
+	modePodCert  = "podcert"
 
 	datastoreSQLite   = "sqlite"
 	datastorePostgres = "postgres"
@@ -138,7 +144,7 @@ const (
 func main() {
 	klog.InitFlags(nil)
 	var o options
-	flag.StringVar(&o.mode, "mode", modeMatrix, "matrix: N × K × datastore cells, spire-registrar as its binary and spire-controller-manager; converge: N pods, one ClusterSPIFFEID, controller in-process; rollout: a Deployment of N replicas rolled out, full world")
+	flag.StringVar(&o.mode, "mode", modeMatrix, "matrix: N × K × datastore cells, spire-registrar as its binary and spire-controller-manager; converge: N pods, one ClusterSPIFFEID, controller in-process; rollout: a Deployment of N replicas rolled out, full world; podcert: N PodCertificateRequests signed")
 	sizes := flag.String("n", "1000,5000", "comma-separated pod counts N to measure, each with a fresh SPIRE server (matrix mode default "+defaultMatrixSizes+"; rollout mode: replicas, default 500)")
 	ks := flag.String("k", "1,10", "matrix mode: comma-separated counts K of ClusterSPIFFEIDs, each selecting every pod: N×K entries")
 	datastores := flag.String("datastores", datastorePostgres+","+datastoreSQLite, "matrix and rollout modes: comma-separated SPIRE datastores to measure: postgres, sqlite")
@@ -179,8 +185,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -datastores: %v\n", err)
 		os.Exit(2)
 	}
-	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout {
-		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout)
+	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout && o.mode != modePodCert {
+		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout, modePodCert)
 		os.Exit(2)
 	}
 	if o.resyncInterval <= 0 || o.rawPageSize < 1 || o.scmMax < 0 || o.scmSteady < 0 {
@@ -204,6 +210,8 @@ func main() {
 		run = runBench
 	case modeRollout:
 		run = runRolloutBench
+	case modePodCert:
+		run = runPodCertBench
 	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -71,6 +71,11 @@ type registrarConfig struct {
 	// maxResyncShare, when set, is passed as --max-resync-share: 1 lets resyncs run back to
 	// back at a short gcInterval.
 	maxResyncShare float64
+	// workloadAPISocket, when set, makes spire-registrar reach SPIRE's TCP API with an
+	// X509-SVID from the agent serving this Workload API, instead of the admin socket.
+	workloadAPISocket string
+	// extra are config lines appended to the file.
+	extra string
 }
 
 // registrarProcess is spire-registrar running as its own process, as in production, so that
@@ -95,8 +100,13 @@ trustDomain: %s
 clusterName: %s
 clusterDomain: cluster.local
 className: %s
-spireServerSocketPath: %s
-`, c.spire.TrustDomain(), clusterName, c.className, c.spire.SocketPath())
+`, c.spire.TrustDomain(), clusterName, c.className)
+	if c.workloadAPISocket != "" {
+		conf += fmt.Sprintf("spireServerAddress: %s\nworkloadAPISocketPath: %s\n", c.spire.Address(), c.workloadAPISocket)
+	} else {
+		conf += fmt.Sprintf("spireServerSocketPath: %s\n", c.spire.SocketPath())
+	}
+	conf += c.extra
 	if c.gcInterval > 0 {
 		conf += fmt.Sprintf("gcInterval: %s\n", c.gcInterval)
 	}

@@ -46,8 +46,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
@@ -73,8 +75,10 @@ type Options struct {
 	ParentIDTemplate string
 	// IgnoreNamespace reports namespaces whose pods get no identity; nil ignores none.
 	IgnoreNamespace func(namespace string) bool
-	// Class selects the ClusterSPIFFEIDs that give pods identities.
-	Class config.Class
+	// Class selects the ClusterSPIFFEIDs that give pods identities, and ClusterSPIFFEIDLabels,
+	// when not empty, narrows them to those with all these labels, as the informer does.
+	Class                 config.Class
+	ClusterSPIFFEIDLabels map[string]string
 	// CATTL is the lifetime asked of SPIRE for the CA; 0 lets SPIRE choose.
 	CATTL time.Duration
 	// FailPendingAfter, when positive, marks a request Failed once it has waited that long for
@@ -104,7 +108,8 @@ type Authority interface {
 type Controller struct {
 	opts     Options                                 // how requests are signed
 	renderer *render.Renderer                        // renders pods' identities as their entries are rendered
-	client   clientset.Interface                     // reads pods and nodes live; writes status and bundles
+	client   clientset.Interface                     // reads pods, nodes, namespaces live; writes status and bundles
+	spireAPI spireclientset.Interface                // reads ClusterSPIFFEIDs live before a denial
 	ca       *caHolder                               // the signing CA, renewed from SPIRE
 	events   *runner.Events                          // the controller's event broadcaster (Events are only logged)
 	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
@@ -128,8 +133,8 @@ type Controller struct {
 // NewController wires the controller to its informers: the requests and the bundles of the
 // signer name (the caller narrows their informers with a field selector on spec.signerName),
 // and the informers pods are rendered from. It registers indexes and event handlers and
-// starts nothing. client writes request status and bundles, and reads pods and nodes when an
-// informer may lag.
+// starts nothing. client writes request status and bundles; it and spireAPI read what an
+// informer may lag behind on before a request is denied.
 func NewController(
 	ctx context.Context,
 	requestInformer certinformers.PodCertificateRequestInformer,
@@ -140,6 +145,7 @@ func NewController(
 	sliceInformer discoveryinformers.EndpointSliceInformer,
 	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 	client clientset.Interface,
+	spireAPI spireclientset.Interface,
 	authority Authority,
 	opts Options,
 ) (*Controller, error) {
@@ -160,6 +166,7 @@ func NewController(
 		opts:     opts,
 		renderer: r,
 		client:   client,
+		spireAPI: spireAPI,
 		ca:       newCAHolder(authority, opts.CATTL),
 		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
 		// its own; Events of this controller's are only logged.
@@ -190,6 +197,16 @@ func NewController(
 	if _, err := requestInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRequest,
 		UpdateFunc: func(_, newObj any) { c.enqueueRequest(newObj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding event handler: %w", err)
+	}
+	// A deleted ClusterSPIFFEID's compiled form is of no more use.
+	if _, err := clusterSPIFFEIDInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if gone, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
+				c.compiled.Forget(gone.Name)
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("adding event handler: %w", err)
 	}

@@ -70,6 +70,8 @@ type testEnv struct {
 	// authority is the controller's client of the SPIRE fake.
 	authority *spire.AuthorityClient
 	kube      *k8sfake.Clientset
+	// spireAPI holds the ClusterSPIFFEIDs the API server has.
+	spireAPI *spirefake.Clientset
 
 	requests, bundles, pods, namespaces, nodes, slices, clusterSPIFFEIDs cache.Indexer
 	// requestInformer and bundleInformer are the informers whose handlers the controller
@@ -116,13 +118,14 @@ func newTestEnv(t *testing.T, o envOptions) *testEnv {
 		o.options(&opts)
 	}
 	kubeInformers := informers.NewSharedInformerFactory(env.kube, 0)
-	spireInformers := spireinformers.NewSharedInformerFactory(spirefake.NewSimpleClientset(), 0)
+	env.spireAPI = spirefake.NewSimpleClientset()
+	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
 	certs, core := kubeInformers.Certificates().V1(), kubeInformers.Core().V1()
 	env.c, err = NewController(ctx,
 		certs.PodCertificateRequests(), certs.ClusterTrustBundles(),
 		core.Pods(), core.Namespaces(), core.Nodes(), kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
-		env.kube, env.authority, opts)
+		env.kube, env.spireAPI, env.authority, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,14 +160,14 @@ func (env *testEnv) add(t *testing.T, objs ...runtime.Object) {
 }
 
 // addToAPI puts objects in the API server only: the informers have not seen them yet.
-// ClusterSPIFFEIDs are not Kubernetes objects of the fake clientset and are left out.
 func (env *testEnv) addToAPI(t *testing.T, objs ...runtime.Object) {
 	t.Helper()
 	for _, obj := range objs {
+		tracker := env.kube.Tracker()
 		if _, ok := obj.(*spirev1alpha1.ClusterSPIFFEID); ok {
-			continue
+			tracker = env.spireAPI.Tracker()
 		}
-		if err := env.kube.Tracker().Add(obj.DeepCopyObject()); err != nil {
+		if err := tracker.Add(obj.DeepCopyObject()); err != nil {
 			t.Fatalf("adding %T to the API: %v", obj, err)
 		}
 	}

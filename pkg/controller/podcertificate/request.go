@@ -45,8 +45,8 @@ type issued struct {
 	id       string
 }
 
-// errInformerLag is why a request is retried: the informers' pod or node differs from the
-// API server's, which agrees with the request.
+// errInformerLag is why a request is retried: what the informers hold of its pod, node,
+// namespace or ClusterSPIFFEIDs would deny it, but the API server's copies would not.
 var errInformerLag = errors.New("the informers have not caught up with the request's pod or node yet")
 
 // syncRequest signs, denies or fails one request. A request that waits for a CA is retried
@@ -115,7 +115,7 @@ func (c *Controller) decide(ctx context.Context, req *certificatesv1.PodCertific
 		}
 		return nil, d, nil
 	}
-	id, d, err := c.identityOf(view, pod, node, named)
+	id, d, err := c.identityOf(ctx, view, pod, node, named)
 	if err != nil || d != nil {
 		return nil, d, err
 	}
