@@ -47,6 +47,10 @@ type ControllerContext struct {
 	// KubeClient is used for Events; SpireAPIClient for the status of our resources.
 	KubeClient     clientset.Interface
 	SpireAPIClient spireclientset.Interface
+	// PodCertificateClient, when set, is the pod certificate signer's own client, so that a
+	// burst of requests neither waits behind nor delays the other controllers' writes under
+	// one client's rate limit; KubeClient serves otherwise.
+	PodCertificateClient clientset.Interface
 	// KubeInformers and SpireInformers are shared with any other controller of the binary.
 	// Constructors only register the informers they need; the caller starts the factories.
 	KubeInformers  informers.SharedInformerFactory

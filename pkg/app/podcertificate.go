@@ -48,7 +48,11 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 	if cc.Authority == nil {
 		return nil, errors.New("podCertificates.enabled: the SPIRE client is not one dialled over mTLS, which NewDownstreamX509CA needs")
 	}
-	if err := canSign(ctx, cc.KubeClient, cfg.PodCertificates.SignerName); err != nil {
+	client := cc.PodCertificateClient
+	if client == nil {
+		client = cc.KubeClient
+	}
+	if err := canSign(ctx, client, cfg.PodCertificates.SignerName); err != nil {
 		return nil, err
 	}
 	narrowInformers(cc)
@@ -60,7 +64,7 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 		cc.KubeInformers.Core().V1().Nodes(),
 		cc.KubeInformers.Discovery().V1().EndpointSlices(),
 		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
-		cc.KubeClient, cc.SpireAPIClient, cc.Authority,
+		client, cc.SpireAPIClient, cc.Authority,
 		podcertificate.Options{
 			SignerName:            cfg.PodCertificates.SignerName,
 			TrustDomain:           cfg.TrustDomain,

@@ -210,6 +210,16 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 	if err != nil {
 		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
 	}
+	if cfg.PodCertificates.Enabled {
+		// One status write a request: a rollout's requests come in bursts, which this client's
+		// own rate limit serves without holding up the other controllers' writes.
+		signer := builtInKindsConfig(restConfig)
+		signer.UserAgent = "spire-registrar/pod-certificates"
+		signer.QPS, signer.Burst = 100, 200
+		if cc.PodCertificateClient, err = clientset.NewForConfig(signer); err != nil {
+			return fmt.Errorf("creating the pod certificate signer's Kubernetes client: %w", err)
+		}
+	}
 
 	if webhooksEnabled(cfg) {
 		ctx, cancel := context.WithCancel(ctx)
