@@ -89,7 +89,7 @@ func runPodCertBench(ctx context.Context, o options) error {
 		return err
 	}
 	defer spireServer.Stop()
-	agent, err := realcluster.StartAgent(ctx, realcluster.AgentOptions{Server: spireServer, DiscoverWorkloadPath: true, LogLevel: "INFO", Logf: logf})
+	agent, err := realcluster.StartAgent(ctx, realcluster.AgentOptions{Server: spireServer, DiscoverWorkloadPath: true, Logf: logf})
 	if err != nil {
 		return err
 	}
