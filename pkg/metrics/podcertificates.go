@@ -41,20 +41,15 @@ var (
 		Help: "Requests to SPIRE for the pod certificate signer's downstream CA, by result (success, error).",
 	}, []string{"result"})
 
-	// PodCertificateCAExpiry is when the signer's downstream CA expires.
-	PodCertificateCAExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+	// PodCertificateCAExpiry is when the signer's downstream CA expires. It has no labels, and
+	// is a vector only so that it is absent until the signer has a CA: a process without the
+	// signer exports none, which an alert on it must not read as an expired CA.
+	PodCertificateCAExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "pod_certificate_ca_expiry_timestamp_seconds",
 		Help: "Unix time the pod certificate signer's downstream CA expires; absent until it has one.",
-	})
+	}, nil)
 )
 
 func init() {
-	Registry.MustRegister(PodCertificateRequests, PodCertificateIssueLatency, PodCertificateCARenewals)
-}
-
-// SetPodCertificateCAExpiry records the expiry of the signer's current CA, registering the
-// gauge the first time, so that a process without the signer exports none.
-func SetPodCertificateCAExpiry(seconds float64) {
-	_ = Registry.Register(PodCertificateCAExpiry)
-	PodCertificateCAExpiry.Set(seconds)
+	Registry.MustRegister(PodCertificateRequests, PodCertificateIssueLatency, PodCertificateCARenewals, PodCertificateCAExpiry)
 }

@@ -80,9 +80,11 @@ func (h *caHolder) first(ctx context.Context) error {
 }
 
 // renewIfDue records the authorities and renews the CA when there is none, it is past half
-// its life, it can no longer sign a certificate of podcert.MinLifetime (which comes before
-// half life for a CA SPIRE signed for less than twice that), or the authority it chains to
-// is tainted.
+// its life, the authority it chains to is tainted, or it could sign a certificate of
+// podcert.MinLifetime and no longer can (which comes before half life for a CA SPIRE signed
+// for less than twice that). A CA SPIRE signed for less than that to begin with, capped at
+// the expiry of SPIRE's own, is renewed at half life only: asking again at once would get
+// the same expiry.
 func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []spire.X509Authority) error {
 	h.mu.Lock()
 	h.authorities = authorities
@@ -91,7 +93,7 @@ func (h *caHolder) renewIfDue(ctx context.Context, now time.Time, authorities []
 	switch {
 	case ca == nil:
 	case !now.Before(ca.RenewAt()):
-	case ca.NotAfter().Sub(now) < podcert.MinLifetime:
+	case ca.NotAfter().Sub(ca.Chain[0].NotBefore) >= podcert.MinLifetime && ca.NotAfter().Sub(now) < podcert.MinLifetime:
 	case chainsToTainted(ca, authorities):
 		klog.FromContext(ctx).Info("The authority the pod certificate CA chains to is tainted; renewing the CA")
 	default:
@@ -111,7 +113,7 @@ func (h *caHolder) renew(ctx context.Context) error {
 		return fmt.Errorf("renewing the pod certificate CA: %w", err)
 	}
 	metrics.PodCertificateCARenewals.WithLabelValues("success").Inc()
-	metrics.SetPodCertificateCAExpiry(float64(ca.NotAfter().Unix()))
+	metrics.PodCertificateCAExpiry.WithLabelValues().Set(float64(ca.NotAfter().Unix()))
 	klog.FromContext(ctx).Info("Got a pod certificate CA from SPIRE", "subjectKeyID", fmt.Sprintf("%x", ca.Chain[0].SubjectKeyId),
 		"notAfter", ca.NotAfter(), "renewAt", ca.RenewAt())
 	h.ca, h.lastErr = ca, nil

@@ -224,7 +224,8 @@ func TestWaitingRequestIsRetriedWhenFailPendingAfterRunsOut(t *testing.T) {
 }
 
 // TestRenewIfDue: the CA is renewed at half its life and not before; with a CA that SPIRE
-// makes shorter than two hours, also once it can no longer sign a certificate of an hour.
+// makes shorter than two hours, also once it can no longer sign a certificate of an hour,
+// unless it never could.
 func TestRenewIfDue(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -245,6 +246,11 @@ func TestRenewIfDue(t *testing.T) {
 			at: func(ca *spire.DownstreamCA) time.Time { return ca.NotAfter().Add(-time.Hour) }},
 		{name: "a short CA that no longer covers an hour, before half life", caTTL: 90 * time.Minute, wantRenew: true,
 			at: func(ca *spire.DownstreamCA) time.Time { return ca.NotAfter().Add(-time.Hour + time.Second) }},
+		// SPIRE capped it below an hour: asking again would get the same expiry until half life.
+		{name: "a CA that never covered an hour, before half life", caTTL: 40 * time.Minute,
+			at: func(ca *spire.DownstreamCA) time.Time { return ca.RenewAt().Add(-time.Second) }},
+		{name: "a CA that never covered an hour, at half life", caTTL: 40 * time.Minute, wantRenew: true,
+			at: func(ca *spire.DownstreamCA) time.Time { return ca.RenewAt() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, envOptions{beforeStart: func(s *spiretest.Server) { s.SetCATTL(tc.caTTL) }})
