@@ -104,15 +104,18 @@ func entryOptions(cfg *config.Config, dryRun bool, keep []string) entry.Options 
 			// also write no status and no Event.
 			DryRun: dryRun,
 		},
-		TrustDomain:      cfg.TrustDomain,
-		ClusterName:      cfg.ClusterName,
-		ClusterDomain:    cfg.ClusterDomain,
-		ParentIDTemplate: cfg.ParentIDTemplate,
-		IgnoreNamespace:  cfg.IsNamespaceIgnored,
-		Class:            cfg.Class(),
-		ResyncInterval:   cfg.GCInterval,
-		MaxResyncShare:   cfg.MaxResyncShare,
+		Settings:        renderSettings(cfg),
+		IgnoreNamespace: cfg.IsNamespaceIgnored,
+		Class:           cfg.Class(),
+		ResyncInterval:  cfg.GCInterval,
+		MaxResyncShare:  cfg.MaxResyncShare,
 	}
+}
+
+// renderSettings are what the config says entries are rendered with.
+func renderSettings(cfg *config.Config) render.Settings {
+	return render.Settings{TrustDomain: cfg.TrustDomain, ClusterName: cfg.ClusterName, ClusterDomain: cfg.ClusterDomain,
+		ParentIDTemplate: cfg.ParentIDTemplate}
 }
 
 // narrowPodProjection narrows the projection of cc's pods, if they are projected, to what
@@ -129,7 +132,7 @@ func narrowPodProjection(ctx context.Context, cc ControllerContext) {
 // managedFields.
 func initialReach(ctx context.Context, cc ControllerContext) render.Reach {
 	cfg := cc.Config
-	r, err := render.NewRenderer(cfg.TrustDomain, cfg.ClusterName, cfg.ClusterDomain, cfg.ParentIDTemplate)
+	r, err := render.NewRenderer(renderSettings(cfg))
 	if err != nil || cc.SpireAPIClient == nil {
 		return render.FullReach()
 	}

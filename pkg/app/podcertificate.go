@@ -67,10 +67,7 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 		client, cc.SpireAPIClient, cc.Authority,
 		podcertificate.Options{
 			SignerName:            cfg.PodCertificates.SignerName,
-			TrustDomain:           cfg.TrustDomain,
-			ClusterName:           cfg.ClusterName,
-			ClusterDomain:         cfg.ClusterDomain,
-			ParentIDTemplate:      cfg.ParentIDTemplate,
+			Settings:              renderSettings(cfg),
 			IgnoreNamespace:       cfg.IsNamespaceIgnored,
 			Class:                 cfg.Class(),
 			ClusterSPIFFEIDLabels: cfg.ClusterSPIFFEIDLabels,

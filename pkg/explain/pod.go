@@ -60,7 +60,7 @@ type Explainer struct {
 
 // New returns an Explainer for the config the controller runs with.
 func New(cfg *config.Config) (*Explainer, error) {
-	r, err := render.NewRenderer(cfg.TrustDomain, cfg.ClusterName, cfg.ClusterDomain, cfg.ParentIDTemplate)
+	r, err := render.NewRenderer(render.Settings{TrustDomain: cfg.TrustDomain, ClusterName: cfg.ClusterName, ClusterDomain: cfg.ClusterDomain, ParentIDTemplate: cfg.ParentIDTemplate})
 	if err != nil {
 		return nil, err
 	}

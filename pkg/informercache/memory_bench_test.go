@@ -72,7 +72,7 @@ func heapInUse() uint64 {
 //	go test -run '^$' -bench BenchmarkPodCacheMemory -benchtime 1x ./pkg/informercache/
 func BenchmarkPodCacheMemory(b *testing.B) {
 	data := kwokPodProto(b)
-	renderer, err := render.NewRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "c", "", config.DefaultParentIDTemplate)
+	renderer, err := render.NewRenderer(render.Settings{TrustDomain: spiffeid.RequireTrustDomainFromString("example.org"), ClusterName: "c", ParentIDTemplate: config.DefaultParentIDTemplate})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func FuzzRenderPodEntry(f *testing.F) {
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "node-uid-1"}}
 	f.Fuzz(func(t *testing.T, spiffeIDTemplate, parentIDTemplate, selectorTemplate, dnsTemplate, label, annotation string) {
-		r, err := NewRenderer(fuzzTrustDomain, "demo", "cluster.local", parentIDTemplate)
+		r, err := NewRenderer(Settings{TrustDomain: fuzzTrustDomain, ClusterName: "demo", ClusterDomain: "cluster.local", ParentIDTemplate: parentIDTemplate})
 		if err != nil {
 			return
 		}

@@ -35,13 +35,23 @@ type Renderer struct {
 	parentID      *compiledTemplate
 }
 
+// Settings are what a cluster's entries are rendered with.
+type Settings struct {
+	// TrustDomain every rendered SPIFFE ID and parent ID must belong to.
+	TrustDomain spiffeid.TrustDomain
+	// ClusterName and ClusterDomain are offered to templates.
+	ClusterName, ClusterDomain string
+	// ParentIDTemplate renders each pod entry's parent ID.
+	ParentIDTemplate string
+}
+
 // NewRenderer parses the parent ID template every pod entry is rendered with.
-func NewRenderer(trustDomain spiffeid.TrustDomain, clusterName, clusterDomain, parentIDTemplate string) (*Renderer, error) {
-	parentID, err := parseTemplate("parentIDTemplate", parentIDTemplate)
+func NewRenderer(s Settings) (*Renderer, error) {
+	parentID, err := parseTemplate("parentIDTemplate", s.ParentIDTemplate)
 	if err != nil {
 		return nil, err
 	}
-	return &Renderer{trustDomain: trustDomain, clusterName: clusterName, clusterDomain: clusterDomain, parentID: parentID}, nil
+	return &Renderer{trustDomain: s.TrustDomain, clusterName: s.ClusterName, clusterDomain: s.ClusterDomain, parentID: parentID}, nil
 }
 
 // PodDeclaresEntries reports whether a pod can have entries at all: pods that have finished

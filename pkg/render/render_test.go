@@ -54,7 +54,7 @@ func testClusterSPIFFEID(spec spirev1alpha1.ClusterSPIFFEIDSpec) *ClusterSPIFFEI
 
 func newTestRenderer(t *testing.T, parentIDTemplate string) *Renderer {
 	t.Helper()
-	r, err := NewRenderer(spiffeid.RequireTrustDomainFromString("example.org"), "demo", "cluster.local", parentIDTemplate)
+	r, err := NewRenderer(Settings{TrustDomain: spiffeid.RequireTrustDomainFromString("example.org"), ClusterName: "demo", ClusterDomain: "cluster.local", ParentIDTemplate: parentIDTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestAutoPopulateDNSNames(t *testing.T) {
 	if got := strings.Join(e.DnsNames, " "); got != want {
 		t.Errorf("DNS names = %s\nwant        %s (templated first, then sorted service names, no repeats)", got, want)
 	}
-	noDomain, err := NewRenderer(r.trustDomain, "demo", "", config.DefaultParentIDTemplate)
+	noDomain, err := NewRenderer(Settings{TrustDomain: r.trustDomain, ClusterName: "demo", ParentIDTemplate: config.DefaultParentIDTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,7 +232,7 @@ func FuzzTemplateMemory(f *testing.F) {
 		f.Add(s)
 	}
 	pod := hostilePod()
-	r, err := NewRenderer(fuzzTrustDomain, "demo", "cluster.local", config.DefaultParentIDTemplate)
+	r, err := NewRenderer(Settings{TrustDomain: fuzzTrustDomain, ClusterName: "demo", ClusterDomain: "cluster.local", ParentIDTemplate: config.DefaultParentIDTemplate})
 	if err != nil {
 		f.Fatal(err)
 	}

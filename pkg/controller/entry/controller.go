@@ -31,7 +31,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -63,13 +62,7 @@ const ControllerName = "spire-registrar-entry-controller"
 // reconciler options say which entries it owns: with SkipClusterSPIFFEIDs it reads no pod.
 type Options struct {
 	reconciler.Options
-	// TrustDomain every rendered SPIFFE ID and parent ID must belong to.
-	TrustDomain spiffeid.TrustDomain
-	// ClusterName and ClusterDomain are offered to templates.
-	ClusterName   string
-	ClusterDomain string
-	// ParentIDTemplate renders each pod entry's parent ID.
-	ParentIDTemplate string
+	render.Settings
 	// IgnoreNamespace reports namespaces whose pods get no entries; nil ignores none.
 	IgnoreNamespace func(namespace string) bool
 	// Class selects the resources this controller handles.
@@ -143,7 +136,7 @@ func NewController(
 	if opts.ResyncInterval <= 0 {
 		return nil, fmt.Errorf("resync interval must be positive, got %v", opts.ResyncInterval)
 	}
-	r, err := render.NewRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	r, err := render.NewRenderer(opts.Settings)
 	if err != nil {
 		return nil, err
 	}

@@ -127,12 +127,14 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
 		kubeClient, env.spireAPI, spireClient,
 		Options{
-			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
-			ClusterName:      "demo",
-			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
-			ResyncInterval:   time.Hour,
-			Options:          reconciler.Options{DryRun: o.dryRun},
-			IgnoreNamespace:  o.ignoreNamespace,
+			Settings: render.Settings{
+				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+				ClusterName:      "demo",
+				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+			},
+			ResyncInterval:  time.Hour,
+			Options:         reconciler.Options{DryRun: o.dryRun},
+			IgnoreNamespace: o.ignoreNamespace,
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
@@ -789,9 +790,11 @@ func TestInitialResyncListFailingMidPaginationWritesNothing(t *testing.T) {
 		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
 		nil, spireAPI, client, entry.Options{
-			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
-			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/node/{{ .NodeMeta.Name }}",
-			ResyncInterval:   time.Hour,
+			Settings: render.Settings{
+				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/node/{{ .NodeMeta.Name }}",
+			},
+			ResyncInterval: time.Hour,
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,7 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
 
 // newHandlerTestController builds a controller whose informers are never started: objects
@@ -54,9 +55,11 @@ func newHandlerTestController(t *testing.T, objects ...runtime.Object) *Controll
 	c, err := NewController(ctx, pods, namespaces, nodes, slices,
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
 		nil, nil, nil, Options{
-			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
-			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
-			ResyncInterval:   time.Hour,
+			Settings: render.Settings{
+				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+			},
+			ResyncInterval: time.Hour,
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -353,9 +356,11 @@ func TestInitialListQueuesNoPodSync(t *testing.T) {
 		kubeInformers.Core().V1().Nodes(), kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
 		nil, nil, nil, Options{
-			TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
-			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
-			ResyncInterval:   time.Hour,
+			Settings: render.Settings{
+				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
+				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+			},
+			ResyncInterval: time.Hour,
 		})
 	if err != nil {
 		t.Fatal(err)

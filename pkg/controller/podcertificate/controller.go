@@ -33,7 +33,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
@@ -67,12 +66,8 @@ const bundleKey = "bundle"
 type Options struct {
 	// SignerName is the signer the requests and the ClusterTrustBundle name.
 	SignerName string
-	// TrustDomain, ClusterName, ClusterDomain and ParentIDTemplate render pods' identities as
-	// the entry controller renders their entries.
-	TrustDomain      spiffeid.TrustDomain
-	ClusterName      string
-	ClusterDomain    string
-	ParentIDTemplate string
+	// Settings render pods' identities as the entry controller renders their entries.
+	render.Settings
 	// IgnoreNamespace reports namespaces whose pods get no identity; nil ignores none.
 	IgnoreNamespace func(namespace string) bool
 	// Class selects the ClusterSPIFFEIDs that give pods identities, and ClusterSPIFFEIDLabels,
@@ -158,7 +153,7 @@ func NewController(
 	if opts.IgnoreNamespace == nil {
 		opts.IgnoreNamespace = func(string) bool { return false }
 	}
-	r, err := render.NewRenderer(opts.TrustDomain, opts.ClusterName, opts.ClusterDomain, opts.ParentIDTemplate)
+	r, err := render.NewRenderer(opts.Settings)
 	if err != nil {
 		return nil, err
 	}

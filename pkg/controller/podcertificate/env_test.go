@@ -47,6 +47,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
+	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
@@ -107,12 +108,14 @@ func newTestEnv(t *testing.T, o envOptions) *testEnv {
 	env.authority = client.Authority()
 
 	opts := Options{
-		SignerName:       testSignerName,
-		TrustDomain:      testTrustDomain,
-		ClusterName:      "demo",
-		ClusterDomain:    "cluster.local",
-		ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
-		ResyncInterval:   time.Minute,
+		SignerName: testSignerName,
+		Settings: render.Settings{
+			TrustDomain:      testTrustDomain,
+			ClusterName:      "demo",
+			ClusterDomain:    "cluster.local",
+			ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
+		},
+		ResyncInterval: time.Minute,
 	}
 	if o.options != nil {
 		o.options(&opts)
