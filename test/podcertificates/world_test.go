@@ -189,10 +189,11 @@ podCertificates:
 `, trustDomain, gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath())
 }
 
-// start runs spire-registrar; it stops when the test ends.
-func (w *world) start(t *testing.T) *registrar {
+// start runs spire-registrar with the flags given besides its config; it stops when the
+// test ends.
+func (w *world) start(t *testing.T, flags ...string) *registrar {
 	t.Helper()
-	return startRegistrar(t, w.bin, w.stack.Kube.Kubeconfig(), w.config())
+	return startRegistrar(t, w.bin, w.stack.Kube.Kubeconfig(), w.config(), flags...)
 }
 
 // startReady runs spire-registrar and waits until it is ready: it holds a CA from SPIRE and
@@ -291,15 +292,15 @@ type registrar struct {
 	waitErr error // set when done is closed
 }
 
-func startRegistrar(t *testing.T, bin, kubeconfig, config string) *registrar {
+func startRegistrar(t *testing.T, bin, kubeconfig, config string, flags ...string) *registrar {
 	t.Helper()
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := &registrar{logs: &syncBuffer{}, health: freeAddress(t), metrics: freeAddress(t), done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--config", configPath,
-		"--health-probe-bind-address", r.health, "--metrics-bind-address", r.metrics, "-v=2")
+	r.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--config", configPath,
+		"--health-probe-bind-address", r.health, "--metrics-bind-address", r.metrics, "-v=2"}, flags...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
