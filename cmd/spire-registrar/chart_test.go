@@ -46,7 +46,7 @@ func TestChartWalkThrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStackWith(t, realcluster.StackOptions{SCMCRDs: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -75,7 +75,7 @@ func TestChartWalkThrough(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "controller-manager-config.yaml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--config=controller-manager-config.yaml", "--kubeconfig="+stack.Kube.Kubeconfig())
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=true")

@@ -85,7 +85,7 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	kube, spireServer, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -121,7 +121,7 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 
 	plan := filepath.Join(t.TempDir(), "plan.jsonl")
 	config := writeFile(t, "trustDomain: example.org\nclusterName: it\nclusterDomain: cluster.local\nspireServerSocketPath: "+spireServer.SocketPath()+"\n")
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "--dry-run", "--dry-run-output", plan, "-v=2")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -51,7 +51,7 @@ func TestExplainAgainstRealCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	client, spireAPI := stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -114,7 +114,7 @@ className: demo
 ignoreNamespaces: [kube-system, ignored]
 gcInterval: 1h
 spireServerSocketPath: `+stack.SPIRE.SocketPath()+"\n")
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	controller := exec.Command(bin, "--kubeconfig", stack.Kube.Kubeconfig(), "--config", config)
 	controller.Stdout, controller.Stderr = &logs, &logs
 	if err := controller.Start(); err != nil {

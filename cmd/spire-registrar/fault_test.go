@@ -65,7 +65,7 @@ func newFaultEnv(t *testing.T) *faultEnv {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
 	_, ctx := ktesting.NewTestContext(t)
-	e := &faultEnv{t: t, ctx: ctx, bin: buildBinary(t)}
+	e := &faultEnv{t: t, ctx: ctx, bin: realcluster.RegistrarBinary(t)}
 	e.kube = realcluster.NewKube(t, realcluster.KubeOptions{})
 	dir, err := realcluster.CRDsDir()
 	if err != nil {

@@ -75,7 +75,7 @@ func TestHA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL, the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	pg := realcluster.NewPostgres(t, realcluster.PostgresOptions{})
 	stack := realcluster.NewStackWith(t, realcluster.StackOptions{SPIRE: realcluster.SPIREOptions{Postgres: pg}})
 	client := stack.Client

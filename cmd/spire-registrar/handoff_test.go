@@ -93,7 +93,7 @@ func TestHandOffDuringABulk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	binA, binB := copyBinary(t, bin, "replica-a"), copyBinary(t, bin, "replica-b")
 	stack := realcluster.NewStackWith(t, realcluster.StackOptions{SPIRE: realcluster.SPIREOptions{AuditLog: true}})
 	client, server := stack.Client, stack.SPIRE

@@ -49,7 +49,7 @@ func freePort(t *testing.T) int {
 // replica is one spire-registrar process with its metrics and health endpoints.
 type replica struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *realcluster.SyncBuffer
 	// exited receives the process's exit once; done is closed then.
 	exited  chan error
 	done    chan struct{}
@@ -62,7 +62,7 @@ type replica struct {
 // failed.
 func startReplica(t *testing.T, bin, kubeconfig, config string) *replica {
 	t.Helper()
-	r := &replica{logs: &syncBuffer{}, exited: make(chan error, 1), done: make(chan struct{})}
+	r := &replica{logs: &realcluster.SyncBuffer{}, exited: make(chan error, 1), done: make(chan struct{})}
 	mp, hp := freePort(t), freePort(t)
 	r.metrics, r.health = fmt.Sprintf("http://127.0.0.1:%d", mp), fmt.Sprintf("http://127.0.0.1:%d", hp)
 	r.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--config", config,
@@ -115,7 +115,7 @@ func TestLeaderElection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	kube, spire, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -20,11 +20,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,33 +36,13 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// buildBinary builds spire-registrar as a user would run it.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "spire-registrar")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+// TestMain runs the tests and removes the spire-registrar binary they built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := realcluster.RemoveRegistrarBinary(); err != nil {
+		log.Printf("remove the spire-registrar binary: %v", err)
 	}
-	return bin
+	os.Exit(code)
 }
 
 func writeFile(t *testing.T, content string) string {
@@ -105,7 +85,7 @@ func TestBadConfigStopsStartup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	// base is a valid config; most cases add one broken field to it.
 	const base = "apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: example.org\nclusterName: c\n"
 	const bare = "trustDomain: example.org\nclusterName: c\n"
@@ -266,7 +246,7 @@ func TestBinaryAgainstRealComponents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	kube, spire, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -287,7 +267,7 @@ func TestBinaryAgainstRealComponents(t *testing.T) {
 
 	config := writeFile(t, "apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: example.org\n"+
 		"clusterName: it\nspireServerSocketPath: "+spire.SocketPath()+"\n")
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "-v=2")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	start := time.Now()
@@ -338,7 +318,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	kube, spire, client, spireAPI := stack.Kube, stack.SPIRE, stack.Client, stack.SpireAPI
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -363,7 +343,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	}
 
 	config := writeFile(t, "trustDomain: example.org\nclusterName: it\nspireServerSocketPath: "+spire.SocketPath()+"\n")
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config, "--dry-run")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -75,7 +75,7 @@ func TestStaticMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -90,7 +90,7 @@ func TestStaticMode(t *testing.T) {
 		"spireServerSocketPath: %s\nstaticManifestPath: %s\nexpandEnvStaticManifests: true\n"+
 		"health: {healthProbeBindAddress: \"127.0.0.1:%d\"}\nmetrics: {bindAddress: \"127.0.0.1:%d\"}\n",
 		spire.SocketPath(), dir, healthPort, metricsPort))
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--config", config, "-v=2")
 	// No Kubernetes: a kubeconfig that does not exist must not matter.
 	cmd.Env = append(os.Environ(), "APP_NAME=payments", "KUBECONFIG=/nonexistent")
@@ -211,7 +211,7 @@ func TestStaticModeBadStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	spire := realcluster.NewSPIRE(t, realcluster.SPIREOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

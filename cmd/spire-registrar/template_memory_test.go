@@ -63,7 +63,7 @@ func TestHostileTemplateOverManyPodsCostsNoMemory(t *testing.T) {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
 	const pods, maxGrowth = 20, 64 << 20
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	client, spireAPI, server := stack.Client, stack.SpireAPI, stack.SPIRE
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

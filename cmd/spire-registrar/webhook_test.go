@@ -46,7 +46,7 @@ func TestWebhookAsTheChartRegistersIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver and spire-server")
 	}
-	bin := buildBinary(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -64,7 +64,7 @@ webhook:
   host: 127.0.0.1
   port: %d
 `, stack.SPIRE.TrustDomain(), stack.SPIRE.SocketPath(), port))
-	var logs syncBuffer
+	var logs realcluster.SyncBuffer
 	cmd := exec.Command(bin, "--kubeconfig", stack.Kube.Kubeconfig(), "--config", config)
 	cmd.Env = append(os.Environ(), "ENABLE_WEBHOOKS=true")
 	cmd.Stdout, cmd.Stderr = &logs, &logs

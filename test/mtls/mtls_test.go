@@ -96,11 +96,11 @@ func TestStandaloneOverMTLS(t *testing.T) {
 		r := w.registrar
 		var svidAfter, readyAfter time.Duration
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-			if svidAfter == 0 && len(r.logMatches(gotSVIDLine)) > 0 {
-				svidAfter = time.Since(r.started)
+			if svidAfter == 0 && len(logMatches(r, gotSVIDLine)) > 0 {
+				svidAfter = time.Since(r.Started())
 			}
-			if r.ready() {
-				readyAfter = time.Since(r.started)
+			if r.Ready() {
+				readyAfter = time.Since(r.Started())
 				return true, nil
 			}
 			return false, nil
@@ -186,7 +186,7 @@ func TestStandaloneOverMTLS(t *testing.T) {
 
 	t.Run("SVID rotation does not interrupt reconciling", func(t *testing.T) {
 		r := w.registrar
-		first := r.logMatches(gotSVIDLine)
+		first := logMatches(r, gotSVIDLine)
 		if len(first) == 0 {
 			t.Fatal("no initial X509-SVID in the log")
 		}
@@ -194,8 +194,8 @@ func TestStandaloneOverMTLS(t *testing.T) {
 		var rotation []string
 		var seen time.Duration
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*registrarSVIDTTL, true, func(context.Context) (bool, error) {
-			if m := r.logMatches(rotatedLine); len(m) > 0 {
-				rotation, seen = m[0], time.Since(r.started)
+			if m := logMatches(r, rotatedLine); len(m) > 0 {
+				rotation, seen = m[0], time.Since(r.Started())
 				return true, nil
 			}
 			return false, nil

@@ -17,19 +17,14 @@ limitations under the License.
 package mtls
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
+	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,12 +54,21 @@ type world struct {
 	testExe string
 	uid     string
 
-	registrar *registrar
+	registrar *realcluster.Registrar
+}
+
+// TestMain runs the tests and removes the spire-registrar binary they built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := realcluster.RemoveRegistrarBinary(); err != nil {
+		log.Printf("remove the spire-registrar binary: %v", err)
+	}
+	os.Exit(code)
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	bin := buildRegistrar(t)
+	bin := realcluster.RegistrarBinary(t)
 	stack := realcluster.NewStack(t)
 	agent := realcluster.NewAgent(t, realcluster.AgentOptions{Server: stack.SPIRE, DiscoverWorkloadPath: true})
 	testExe, err := os.Executable()
@@ -92,107 +96,13 @@ func newWorld(t *testing.T) *world {
 	// the CLI stay while they are used.
 	config := fmt.Sprintf("apiVersion: spire.spiffe.io/v1alpha1\nkind: ControllerManagerConfig\ntrustDomain: %s\nclusterName: it\nclusterDomain: cluster.local\n"+
 		"gcInterval: 1h\nspireServerAddress: %s\nworkloadAPISocketPath: %s\n", trustDomain, w.proxy.Addr(), agent.SocketPath())
-	w.registrar = startRegistrar(t, bin, stack.Kube.Kubeconfig(), config)
+	w.registrar = realcluster.NewRegistrar(t, realcluster.RegistrarOptions{Binary: bin, Kubeconfig: stack.Kube.Kubeconfig(), Config: config})
 	return w
 }
 
-// buildRegistrar builds the spire-registrar binary as a user runs it.
-func buildRegistrar(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "spire-registrar")
-	out, err := exec.Command("go", "build", "-o", bin, realcluster.ModulePath+"/cmd/spire-registrar").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	bin, err = filepath.EvalSymlinks(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-// registrar is a running spire-registrar binary.
-type registrar struct {
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	started time.Time
-	// health is the address of /readyz.
-	health string
-}
-
-func startRegistrar(t *testing.T, bin, kubeconfig, config string) *registrar {
-	t.Helper()
-	dir := t.TempDir()
-	configPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := &registrar{logs: &syncBuffer{}, health: "127.0.0.1:" + strconv.Itoa(freePort(t))}
-	r.cmd = exec.Command(bin, "--kubeconfig", kubeconfig, "--config", configPath, "--health-probe-bind-address", r.health, "-v=2")
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r.started = time.Now()
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = r.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = r.cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("spire-registrar output:\n%s", r.logs.String())
-		}
-	})
-	return r
-}
-
-// ready reports whether /readyz answers 200: every controller listed SPIRE once.
-func (r *registrar) ready() bool {
-	resp, err := http.Get("http://" + r.health + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-// logMatches returns the submatches of re in the log lines so far, in order.
-func (r *registrar) logMatches(re *regexp.Regexp) [][]string {
-	return re.FindAllStringSubmatch(r.logs.String(), -1)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// logMatches returns the submatches of re in r's log lines so far, in order.
+func logMatches(r *realcluster.Registrar, re *regexp.Regexp) [][]string {
+	return re.FindAllStringSubmatch(r.Logs(), -1)
 }
 
 // waitForEntry waits until SPIRE, read through its own CLI, holds (want) or no longer holds

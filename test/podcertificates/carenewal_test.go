@@ -53,7 +53,7 @@ func TestCARenewsAtHalfLife(t *testing.T) {
 	r := w.start(t)
 
 	// The first CA: spire-registrar asks for it at start, while the test scrapes /metrics.
-	before1, after1 := r.waitMetrics(t, time.Minute, "the first CA", func(m map[string]float64) bool { return m[caRenewalsSuccess] >= 1 })
+	before1, after1 := waitMetrics(t, r, time.Minute, "the first CA", func(m map[string]float64) bool { return m[caRenewalsSuccess] >= 1 })
 	signedLo := started
 	if !before1.at.IsZero() {
 		signedLo = before1.at
@@ -79,7 +79,7 @@ func TestCARenewsAtHalfLife(t *testing.T) {
 	activated := time.Now()
 	t.Logf("SPIRE's new authority %s active at %s, expiring %s", prepared.ID, activated.Format(time.TimeOnly), time.Unix(prepared.ExpiresAt, 0).Format(time.TimeOnly))
 
-	before2, after2 := r.waitMetrics(t, time.Until(notAfter1)+10*time.Second, "the renewed CA", func(m map[string]float64) bool { return m[caRenewalsSuccess] >= 2 })
+	before2, after2 := waitMetrics(t, r, time.Until(notAfter1)+10*time.Second, "the renewed CA", func(m map[string]float64) bool { return m[caRenewalsSuccess] >= 2 })
 	notAfter2 := time.Unix(int64(after2.series[caExpiry]), 0)
 	t.Logf("renewed between %s and %s, %s after SPIRE's activation; the new CA expires %s",
 		before2.at.Format("15:04:05.000"), after2.at.Format("15:04:05.000"), after2.at.Sub(activated).Round(time.Millisecond), notAfter2.Format(time.TimeOnly))

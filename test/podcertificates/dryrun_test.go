@@ -35,7 +35,7 @@ import (
 func TestDryRunSignsNothing(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	r := w.start(t, "--dry-run")
-	r.waitReady(t)
+	r.WaitReady(t)
 	w.createClusterSPIFFEID(t, "web", podIdentity("web"))
 	pod := w.createPod(t, "web-0", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"}})
 	pcr, _ := w.request(t, pod, realcluster.PodCertificateRequestOptions{})
@@ -44,11 +44,11 @@ func TestDryRunSignsNothing(t *testing.T) {
 	wouldIssue := regexp.MustCompile(`"Dry run: would issue" .*podCertificateRequest="` + regexp.QuoteMeta(pcr.Namespace+"/"+pcr.Name) +
 		`" spiffeID="` + regexp.QuoteMeta(saID("web")) + `"`)
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return wouldIssue.MatchString(r.logs.String()), nil
+		return wouldIssue.MatchString(r.Logs()), nil
 	}); err != nil {
 		t.Fatalf("the log never matched %s", wouldIssue)
 	}
-	if !strings.Contains(r.logs.String(), `"Dry run: would create ClusterTrustBundle"`) {
+	if !strings.Contains(r.Logs(), `"Dry run: would create ClusterTrustBundle"`) {
 		t.Error("the log does not say the ClusterTrustBundle would be created")
 	}
 

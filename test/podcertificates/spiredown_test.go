@@ -48,7 +48,7 @@ func TestSPIREDownHoldsIssuance(t *testing.T) {
 	stopped := time.Now()
 	r := w.start(t)
 	// The gate: spire-registrar asked SPIRE for its CA and failed.
-	_, tried := r.waitMetrics(t, time.Minute, "a failed request for the CA", func(m map[string]float64) bool {
+	_, tried := waitMetrics(t, r, time.Minute, "a failed request for the CA", func(m map[string]float64) bool {
 		return m[caRenewalsError] >= 1 && m[resyncFailures] >= 1
 	})
 	t.Logf("SPIRE killed; spire-registrar started, asked SPIRE for a CA and failed %s later (CA requests failed: %v; resyncs failed: %v)",
@@ -70,7 +70,7 @@ func TestSPIREDownHoldsIssuance(t *testing.T) {
 		if o := realcluster.PodCertificateRequestOutcome(got); o != "" || len(got.Status.Conditions) > 0 {
 			return false, fmt.Errorf("request %s with SPIRE down, want it pending: %+v", o, got.Status.Conditions)
 		}
-		series, err := r.scrape(ctx)
+		series, err := r.Scrape(ctx)
 		if err != nil {
 			return false, nil
 		}

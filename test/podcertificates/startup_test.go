@@ -32,20 +32,20 @@ func TestRegistrarRefusesANonDownstreamEntry(t *testing.T) {
 	started := time.Now()
 	r := w.start(t)
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-time.After(time.Minute):
 		t.Fatal("spire-registrar still runs a minute after its start, without a CA")
 	}
-	if r.waitErr == nil {
-		t.Fatalf("spire-registrar exited with status 0:\n%s", r.logs.String())
+	if r.Err() == nil {
+		t.Fatalf("spire-registrar exited with status 0:\n%s", r.Logs())
 	}
-	out := r.logs.String()
+	out := r.Logs()
 	last := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
 	for _, want := range []string{"podCertificates.enabled", "downstream"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("the last line of its output does not name %q:\n%s", want, last)
 		}
 	}
-	t.Logf("spire-registrar exited (%v) %s after its start, saying:\n%s", r.waitErr, time.Since(started).Round(time.Millisecond), last)
+	t.Logf("spire-registrar exited (%v) %s after its start, saying:\n%s", r.Err(), time.Since(started).Round(time.Millisecond), last)
 	t.Logf("test took %s", time.Since(start).Round(time.Millisecond))
 }

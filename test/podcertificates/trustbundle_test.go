@@ -115,7 +115,7 @@ func TestClusterTrustBundleFollowsRotation(t *testing.T) {
 	}
 	newRoot := both[i]
 
-	renewals, err := r.scrape(ctx)
+	renewals, err := r.Scrape(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestClusterTrustBundleFollowsRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	tainted := time.Now()
-	_, renewed := r.waitMetrics(t, 30*time.Second, "a CA renewal after the taint", func(m map[string]float64) bool {
+	_, renewed := waitMetrics(t, r, 30*time.Second, "a CA renewal after the taint", func(m map[string]float64) bool {
 		return m[caRenewalsSuccess] > renewals[caRenewalsSuccess]
 	})
 	t.Logf("activate %s, taint %s: spire-registrar renewed its CA %s after the taint (renewals %v → %v)",

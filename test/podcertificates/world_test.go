@@ -17,22 +17,13 @@ limitations under the License.
 package podcertificates
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto"
 	"fmt"
 	"log"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,14 +58,6 @@ const (
 	nodeName  = "node-1"
 )
 
-// binary is spire-registrar built once for the package, as a user builds it.
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
 // TestMain runs the mTLS peer when this binary was started as one (see peer_test.go), else
 // the tests; it removes the spire-registrar binary they built.
 func TestMain(m *testing.M) {
@@ -82,33 +65,10 @@ func TestMain(m *testing.M) {
 		os.Exit(runPeer())
 	}
 	code := m.Run()
-	if binary.dir != "" {
-		if err := os.RemoveAll(binary.dir); err != nil {
-			log.Printf("remove %s: %v", binary.dir, err)
-		}
+	if err := realcluster.RemoveRegistrarBinary(); err != nil {
+		log.Printf("remove the spire-registrar binary: %v", err)
 	}
 	os.Exit(code)
-}
-
-// registrarBinary builds the spire-registrar binary on first use.
-func registrarBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		if binary.dir, binary.err = os.MkdirTemp("", "podcertificates-bin-"); binary.err != nil {
-			return
-		}
-		bin := filepath.Join(binary.dir, "spire-registrar")
-		out, err := exec.Command("go", "build", "-o", bin, realcluster.ModulePath+"/cmd/spire-registrar").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		binary.path, binary.err = filepath.EvalSymlinks(bin)
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
 }
 
 // worldOptions say how a world differs from the usual one.
@@ -139,7 +99,7 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: registrarBinary(t), uid: strconv.Itoa(os.Getuid())}
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid())}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
@@ -191,17 +151,17 @@ podCertificates:
 
 // start runs spire-registrar with the flags given besides its config; it stops when the
 // test ends.
-func (w *world) start(t *testing.T, flags ...string) *registrar {
+func (w *world) start(t *testing.T, flags ...string) *realcluster.Registrar {
 	t.Helper()
-	return startRegistrar(t, w.bin, w.stack.Kube.Kubeconfig(), w.config(), flags...)
+	return realcluster.NewRegistrar(t, realcluster.RegistrarOptions{Binary: w.bin, Kubeconfig: w.stack.Kube.Kubeconfig(), Config: w.config(), Flags: flags})
 }
 
 // startReady runs spire-registrar and waits until it is ready: it holds a CA from SPIRE and
 // has published the trust bundle.
-func (w *world) startReady(t *testing.T) *registrar {
+func (w *world) startReady(t *testing.T) *realcluster.Registrar {
 	t.Helper()
 	r := w.start(t)
-	r.waitReady(t)
+	r.WaitReady(t)
 	return r
 }
 
@@ -282,104 +242,6 @@ func (w *world) spireBundle(t *testing.T) *x509bundle.Bundle {
 	return bundle
 }
 
-// registrar is a running spire-registrar binary.
-type registrar struct {
-	cmd     *exec.Cmd
-	logs    *syncBuffer
-	health  string // address of /readyz
-	metrics string // address of /metrics
-	done    chan struct{}
-	waitErr error // set when done is closed
-}
-
-func startRegistrar(t *testing.T, bin, kubeconfig, config string, flags ...string) *registrar {
-	t.Helper()
-	configPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := &registrar{logs: &syncBuffer{}, health: freeAddress(t), metrics: freeAddress(t), done: make(chan struct{})}
-	r.cmd = exec.Command(bin, append([]string{"--kubeconfig", kubeconfig, "--config", configPath,
-		"--health-probe-bind-address", r.health, "--metrics-bind-address", r.metrics, "-v=2"}, flags...)...)
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		r.waitErr = r.cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.done:
-		case <-time.After(15 * time.Second):
-			_ = r.cmd.Process.Kill()
-			<-r.done
-		}
-		if t.Failed() {
-			t.Logf("spire-registrar output:\n%s", r.logs.String())
-		}
-	})
-	return r
-}
-
-// waitReady waits until /readyz answers 200: every controller synced with SPIRE once, the pod
-// certificate controller holding a CA and having published the trust bundle.
-func (r *registrar) waitReady(t *testing.T) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case <-r.done:
-			return false, fmt.Errorf("spire-registrar exited: %v", r.waitErr)
-		default:
-		}
-		resp, err := http.Get("http://" + r.health + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatalf("spire-registrar not ready within a minute: %v", err)
-	}
-}
-
-// scrape reads /metrics into a map from series (name and labels as printed, e.g.
-// `x_total{result="success"}`) to value.
-func (r *registrar) scrape(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	series := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		if line == "" || line[0] == '#' || i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		series[line[:i]] = v
-	}
-	return series, sc.Err()
-}
-
 // The series the tests read.
 const (
 	caRenewalsSuccess = `spire_registrar_pod_certificate_ca_renewals_total{result="success"}`
@@ -394,14 +256,14 @@ type sample struct {
 	series map[string]float64
 }
 
-// waitMetrics scrapes /metrics every 100ms until done holds for a scrape, and returns the
+// waitMetrics scrapes r's /metrics every 100ms until done holds for a scrape, and returns the
 // last scrape before (zero when the first one held, or none answered) and the first that
 // held: what done watches for happened between the two.
-func (r *registrar) waitMetrics(t *testing.T, timeout time.Duration, what string, done func(map[string]float64) bool) (before, after sample) {
+func waitMetrics(t *testing.T, r *realcluster.Registrar, timeout time.Duration, what string, done func(map[string]float64) bool) (before, after sample) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		at := time.Now()
-		series, err := r.scrape(ctx)
+		series, err := r.Scrape(ctx)
 		if err != nil {
 			return false, nil
 		}
@@ -417,34 +279,6 @@ func (r *registrar) waitMetrics(t *testing.T, timeout time.Duration, what string
 		t.Fatalf("%s: not within %s (last scrape %v): %v", what, timeout, before.series, err)
 	}
 	return before, after
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitEntry waits until SPIRE holds (present) or no longer holds (!present) an entry with the

@@ -52,6 +52,11 @@ limitations under the License.
 // local processes, including the admin SVID that lets a controller reach the
 // server's API over TCP with SPIFFE mTLS.
 //
+// A test runs spire-registrar itself as a process too (NewRegistrar): built once per test
+// binary as a user builds it (RegistrarBinary), its output in a buffer the test reads, its
+// health and metrics endpoints on loopback ports of its own. It is for tests only and has no
+// Start function.
+//
 // Tests use NewKube, NewSPIRE, NewAgent, NewPostgres and NewSCM, which stop everything
 // in t.Cleanup; other programs use the Start functions and call Stop
 // themselves.
