@@ -47,7 +47,7 @@ type issued struct {
 
 // errInformerLag is why a request is retried: what the informers hold of its pod, node,
 // namespace or ClusterSPIFFEIDs would deny it, but the API server's copies would not.
-var errInformerLag = errors.New("the informers have not caught up with the request's pod or node yet")
+var errInformerLag = errors.New("the informers have not caught up with the request's pod, node, namespace or ClusterSPIFFEIDs yet")
 
 // syncRequest signs, denies or fails one request. A request that waits for a CA is retried
 // once the CA is usable (runner.ErrWaitForProbe), or failed after FailPendingAfter.
