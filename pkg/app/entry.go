@@ -123,7 +123,7 @@ func renderSettings(cfg *config.Config) render.Settings {
 // informercache.PodProjection.Narrow).
 func narrowPodProjection(ctx context.Context, cc ControllerContext) {
 	if cc.PodProjection != nil {
-		cc.PodProjection.Narrow(initialReach(ctx, cc))
+		cc.PodProjection.Narrow(func() render.Reach { return initialReach(ctx, cc) })
 	}
 }
 

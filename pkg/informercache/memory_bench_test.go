@@ -89,7 +89,7 @@ func BenchmarkPodCacheMemory(b *testing.B) {
 	projection := func(template string) cache.TransformFunc {
 		p := NewPodProjection()
 		p.relist = func() {}
-		p.Narrow(reachOf(template))
+		p.Narrow(func() render.Reach { return reachOf(template) })
 		return p.Transform
 	}
 

@@ -115,15 +115,16 @@ func (p *PodProjection) RegisterInformer(factory informers.SharedInformerFactory
 	}
 }
 
-// Narrow makes the projection keep only reach from now on, once: what the parent ID template
-// and the ClusterSPIFFEIDs of the controller's class read at start. It does nothing when the
-// pod informer cannot list again (see RegisterInformer), or after the first call. Pods cached
-// before keep their wider projection until they change.
-func (p *PodProjection) Narrow(reach render.Reach) {
+// Narrow makes the projection keep only what reach returns from now on, once: what the
+// parent ID template and the ClusterSPIFFEIDs of the controller's class read at start. It
+// does nothing, and does not call reach, when the pod informer cannot list again (see
+// RegisterInformer) or after the first call, so that every controller sharing the cache may
+// call it. Pods cached before keep their wider projection until they change.
+func (p *PodProjection) Narrow(reach func() render.Reach) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.relist != nil && len(*p.generations.Load()) == 1 {
-		p.appendGeneration(reach)
+		p.appendGeneration(reach())
 	}
 }
 

@@ -59,7 +59,10 @@ func TestPodProjectionWidensWhenATemplateReadsMore(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web", UID: "u", Annotations: map[string]string{"a": "b"}},
 		Spec:       corev1.PodSpec{NodeName: "n1", ServiceAccountName: "web", Hostname: "web-0"},
 	})
-	p.Narrow(bySA.Reach())
+	p.Narrow(bySA.Reach)
+	// Every controller sharing the cache narrows it; only the first call counts, and the others
+	// compute no reach (it lists ClusterSPIFFEIDs from the API server).
+	p.Narrow(func() render.Reach { t.Error("a second Narrow computed its reach"); return render.Reach{} })
 	informer := factory.Core().V1().Pods().Informer()
 	lister, err := NewPodLister(informer)
 	if err != nil {
@@ -114,7 +117,7 @@ func TestPodProjectionNeedsItsOwnPodInformer(t *testing.T) {
 	factory.Core().V1().Pods().Informer()
 	p.RegisterInformer(factory, metav1.NamespaceAll, func(*metav1.ListOptions) {})
 	byHost := namedClusterSPIFFEID("by-host", "spiffe://{{ .TrustDomain }}/host/{{ .PodSpec.Hostname }}")
-	p.Narrow(byHost.Reach())
+	p.Narrow(func() render.Reach { t.Error("Narrow computed a reach it cannot use"); return byHost.Reach() })
 
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Hostname: "h"}, ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": "b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{}}}}
