@@ -25,6 +25,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -37,14 +38,7 @@ func TestUnreachableKeysAreParkedUntilSPIREAnswers(t *testing.T) {
 	defer cancel()
 	queue := instantQueue()
 	defer queue.ShutDown()
-	probes := make(chan chan error)
-	parking := NewParking(queue, func(context.Context) error {
-		answer := make(chan error)
-		probes <- answer
-		return <-answer
-	})
-	parking.baseDelay, parking.maxDelay = time.Millisecond, time.Millisecond
-	go parking.Run(ctx)
+	parking, probes := gatedParking(ctx, queue)
 
 	down := fmt.Errorf("syncing: %w", errors.Join(status.Error(codes.Unavailable, "connection refused"),
 		fmt.Errorf("deleting: %w", status.Error(codes.DeadlineExceeded, "deadline exceeded"))))
@@ -91,14 +85,7 @@ func TestWaitForProbeKeysAreParked(t *testing.T) {
 	defer cancel()
 	queue := instantQueue()
 	defer queue.ShutDown()
-	probes := make(chan chan error)
-	parking := NewParking(queue, func(context.Context) error {
-		answer := make(chan error)
-		probes <- answer
-		return <-answer
-	})
-	parking.baseDelay, parking.maxDelay = time.Millisecond, time.Millisecond
-	go parking.Run(ctx)
+	parking, probes := gatedParking(ctx, queue)
 
 	waiting := fmt.Errorf("%w: no usable CA: the CA expires too soon", ErrWaitForProbe)
 	queue.Add("request-a")
@@ -114,4 +101,18 @@ func TestWaitForProbeKeysAreParked(t *testing.T) {
 	if key, _ := queue.Get(); key != "request-a" {
 		t.Fatalf("queued %q after the probe passed, want request-a", key)
 	}
+}
+
+// gatedParking runs a Parking of queue whose probes wait for the test: each probe sends a
+// channel on probes and returns what the test answers on it.
+func gatedParking(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) (*Parking[string], chan chan error) {
+	probes := make(chan chan error)
+	parking := NewParking(queue, func(context.Context) error {
+		answer := make(chan error)
+		probes <- answer
+		return <-answer
+	})
+	parking.baseDelay, parking.maxDelay = time.Millisecond, time.Millisecond
+	go parking.Run(ctx)
+	return parking, probes
 }
