@@ -1,28 +1,22 @@
-# syntax=docker/dockerfile:1
 # Copyright 2026 The spire-registrar Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# The spire-registrar image: a fully static binary (no cgo, so no libc) on distroless/static,
-# running as the distroless nonroot user. Build with: docker build -t spire-registrar .
-# The tests in test/image check that the binary built this way is static.
-
-# The builder runs on the build machine's platform and cross-compiles for the target one.
-FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
-ARG TARGETOS=linux
+# The spire-registrar image: one static binary (no cgo, no libc) on an empty base. Build it with
+# hack/build-image.sh (make image), which compiles _output/image/linux_<arch>/spire-registrar
+# with the release flags and then builds this file with podman, buildah or docker buildx; the
+# release workflow and test/image build it the same way, so the tested image is the shipped one.
+#
+# The settings below are what the official SPIRE Helm chart relies on:
+#   WORKDIR /      the chart passes --config=controller-manager-config.yaml, a relative path, and
+#                  mounts the file at /controller-manager-config.yaml (spire-controller-manager's
+#                  image also sets WORKDIR /);
+#   USER 65532     a non-root default; the chart and OpenShift may run it as any other uid, so
+#                  nothing in the image is owned by or private to this user;
+#   no /tmp        nothing is written to the root filesystem, which may be read-only; the chart
+#                  mounts an emptyDir at /tmp all the same.
+FROM scratch
 ARG TARGETARCH
-WORKDIR /src
-# Modules first, so that a source change does not download them again.
-COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/go/pkg/mod go mod download
-# Only what the binary is built from (test/image checks the list is complete).
-COPY cmd/ cmd/
-COPY generated/ generated/
-COPY pkg/ pkg/
-RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags='-s -w' -o /out/spire-registrar ./cmd/spire-registrar
-
-FROM gcr.io/distroless/static:nonroot
-COPY --from=builder /out/spire-registrar /spire-registrar
+COPY _output/image/linux_${TARGETARCH}/spire-registrar /spire-registrar
+WORKDIR /
 USER 65532:65532
 ENTRYPOINT ["/spire-registrar"]

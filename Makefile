@@ -40,6 +40,10 @@ help: ## List the targets
 build: ## Build the controller into _output/spire-registrar
 	$(GO) build -o _output/spire-registrar ./cmd/spire-registrar
 
+.PHONY: image
+image: ## Build the image with hack/build-image.sh (IMAGE=..., PLATFORMS=linux/amd64,linux/arm64, CONTAINER_TOOL=podman|buildah|docker)
+	hack/build-image.sh
+
 .PHONY: tools
 tools: ## Build the real binaries the tests use into ~/.cache/spire-registrar/bin (slow once per machine)
 	hack/build-tools.sh
@@ -70,4 +74,4 @@ run: ## Demo on local real components; or SPIRE_SOCKET=... KUBECONFIG=... for yo
 
 .PHONY: clean
 clean: ## Remove build output and local-up state (the real binaries stay in the per-user cache)
-	rm -rf _output/spire-registrar _output/tools _output/local-up _output/run _output/codegen _output/run-local.pid
+	rm -rf _output/spire-registrar _output/image _output/tools _output/local-up _output/run _output/codegen _output/run-local.pid
