@@ -4,9 +4,10 @@
 #
 # Installs the Debian packages the tests use when they are missing: PostgreSQL (SPIRE's
 # datastore as production runs it; the test harness initdb's a private cluster on loopback, it
-# never uses a system service) and Prometheus (its promtool checks and unit-tests the alerts of
+# never uses a system service), Prometheus (its promtool checks and unit-tests the alerts of
 # manifests/monitoring; test/monitoring runs a private prometheus on loopback, never the
-# package's service). Needs root (or sudo) and apt-get; a machine that has the packages already
+# package's service) and podman with runc (test/image builds the image and runs it as the Helm
+# chart does, with a storage of its own). Needs root (or sudo) and apt-get; a machine that has the packages already
 # needs neither. Says what it installs.
 set -euo pipefail
 
@@ -17,8 +18,11 @@ fi
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   missing+=(prometheus)
 fi
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+  missing+=(podman runc)
+fi
 if ((${#missing[@]} == 0)); then
-  echo "install-deps: nothing to install (PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin | tail -n1); Prometheus: $(command -v prometheus))"
+  echo "install-deps: nothing to install (PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin | tail -n1); Prometheus: $(command -v prometheus); podman: $(command -v podman))"
   exit 0
 fi
 

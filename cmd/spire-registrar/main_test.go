@@ -54,30 +54,6 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
-// chartConfig is what the official Helm chart renders for spire-controller-manager 0.7.0.
-const chartConfig = `apiVersion: spire.spiffe.io/v1alpha1
-kind: ControllerManagerConfig
-metadata: {name: spire-controller-manager, namespace: spire-server}
-metrics: {bindAddress: 0.0.0.0:0}
-health: {healthProbeBindAddress: 0.0.0.0:0}
-gcInterval: 10000000000
-logLevel: info
-logEncoding: console
-leaderElection: {leaderElect: false, resourceName: 98c9c988.spiffe.io, resourceNamespace: spire-server, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
-validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook
-entryIDPrefix: example-cluster
-clusterName: example-cluster
-clusterDomain: cluster.local
-trustDomain: example.org
-ignoreNamespaces: [kube-system, kube-public, local-path-storage, "openshift-.*", "ibm-.*"]
-spireServerSocketPath: /tmp/spire-server/private/api.sock
-className: spire-server-spire
-watchClassless: false
-filterByClassName: true
-parentIDTemplate: "spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}"
-reconcile: {clusterSPIFFEIDs: true, clusterFederatedTrustDomains: true, clusterStaticEntries: true}
-`
-
 // TestBadConfigStopsStartup runs the binary with broken configs and flags: each must exit
 // non-zero before touching anything, with a message naming the field (or, for a file that is
 // not YAML, the line).
@@ -228,7 +204,7 @@ func TestBadConfigStopsStartup(t *testing.T) {
 
 	// The config and args the official Helm chart gives spire-controller-manager are accepted:
 	// start-up gets past them and only stops at the missing kubeconfig.
-	chart := writeFile(t, chartConfig)
+	chart := writeFile(t, realcluster.ChartConfig)
 	out, err := exec.Command(bin, "--config", chart, "--expand-env", "--kubeconfig", "/nonexistent", "--zap-log-level", "info").CombinedOutput()
 	if err == nil || strings.Contains(string(out), "invalid config") || !strings.Contains(string(out), "/nonexistent") {
 		t.Errorf("chart config: err=%v, want a failure on the kubeconfig only:\n%s", err, out)

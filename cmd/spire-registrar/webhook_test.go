@@ -25,14 +25,11 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
-	"github.com/spire-registrar/spire-registrar/pkg/webhook"
 )
 
 // TestWebhookAsTheChartRegistersIt runs the binary with the config fields the Helm chart sets
@@ -52,7 +49,9 @@ func TestWebhookAsTheChartRegistersIt(t *testing.T) {
 	defer cancel()
 
 	port := freePort(t)
-	registerChartWebhooks(t, ctx, stack.Client, "spire-system-spire-controller-manager-webhook", port)
+	if err := realcluster.RegisterChartWebhooks(ctx, stack.Client, "spire-system-spire-controller-manager-webhook", port); err != nil {
+		t.Fatal(err)
+	}
 
 	config := writeFile(t, fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
@@ -81,7 +80,7 @@ webhook:
 	}()
 
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return caBundlesWritten(ctx, stack.Client, "spire-system-spire-controller-manager-webhook")
+		return realcluster.CABundlesWritten(ctx, stack.Client, "spire-system-spire-controller-manager-webhook")
 	})
 	if err != nil {
 		t.Fatalf("the caBundles were never written: %v", err)
@@ -145,49 +144,4 @@ webhook:
 			}
 		}
 	}
-}
-
-// registerChartWebhooks creates a ValidatingWebhookConfiguration of the chart's shape: its two
-// webhooks, failing closed, called by URL on port of localhost, since no Service can reach a
-// process outside a cluster.
-func registerChartWebhooks(t *testing.T, ctx context.Context, client kubernetes.Interface, name string, port int) {
-	t.Helper()
-	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
-	hook := func(name, resource, path string) admissionregistrationv1.ValidatingWebhook {
-		return admissionregistrationv1.ValidatingWebhook{
-			Name:                    name,
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: new(fmt.Sprintf("https://localhost:%d%s", port, path))},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"spire.spiffe.io"}, APIVersions: []string{"v1alpha1"},
-					Resources: []string{resource}},
-			}},
-		}
-	}
-	if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			hook("vclusterfederatedtrustdomain.kb.io", "clusterfederatedtrustdomains", webhook.ClusterFederatedTrustDomainPath),
-			hook("vclusterspiffeid.kb.io", "clusterspiffeids", webhook.ClusterSPIFFEIDPath),
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// caBundlesWritten reports whether every webhook of the configuration carries a CA bundle.
-func caBundlesWritten(ctx context.Context, client kubernetes.Interface, name string) (bool, error) {
-	vwc, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, err
-	}
-	for _, h := range vwc.Webhooks {
-		if !strings.Contains(string(h.ClientConfig.CABundle), "BEGIN CERTIFICATE") {
-			return false, nil
-		}
-	}
-	return true, nil
 }

@@ -14,6 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package image holds no code, only tests: they check that the Dockerfile builds a static,
-// non-root spire-registrar image from every directory the binary's code is in.
+// Package image holds no code, only tests: they build the image with hack/build-image.sh, as
+// `make image` and the release workflow do, and run it with podman the way the official SPIRE
+// Helm chart runs spire-controller-manager's container, against the real kube-apiserver and
+// spire-server.
 package image
