@@ -138,6 +138,17 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
+// warnConfigFields tells the user, as the controller logs it at start, of the config fields
+// that were ignored as unknown and those set more than once.
+func warnConfigFields(stderr io.Writer, cfg *config.Config) {
+	for _, u := range cfg.Unknown {
+		fmt.Fprintf(stderr, "warning: ignoring unknown config field %s\n", u)
+	}
+	for _, field := range cfg.Duplicates {
+		fmt.Fprintf(stderr, "warning: config field %s is set more than once; the last value is used\n", field)
+	}
+}
+
 // explainCommand gathers, explains and prints one object.
 func explainCommand(ctx context.Context, opts *explainOptions, kind, target string, stdout, stderr io.Writer) error {
 	if opts.output != "text" && opts.output != "json" {
@@ -150,6 +161,7 @@ func explainCommand(ctx context.Context, opts *explainOptions, kind, target stri
 	if err != nil {
 		return err
 	}
+	warnConfigFields(stderr, cfg)
 	cfg.UseSPIREAPISocketFlag(opts.spireAPISocket)
 	if opts.spireServerSocketPath != "" {
 		cfg.SPIREServerSocketPath = opts.spireServerSocketPath

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/explain"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
@@ -355,6 +356,26 @@ func TestExplainUsageErrors(t *testing.T) {
 		code := runExplain(context.Background(), tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("explain %q: exit %d, stderr %q; want exit %d mentioning %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+// TestExplainWarnsOfIgnoredConfigFields: a config file with unknown or duplicated fields is
+// loaded, not refused, and each such field is named on stderr.
+func TestExplainWarnsOfIgnoredConfigFields(t *testing.T) {
+	cfg, err := config.Parse([]byte("trustDomain: example.org\nclusterName: a\nclusterName: b\ntrustdomain: x\nfoo: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	warnConfigFields(&stderr, cfg)
+	for _, want := range []string{
+		"warning: ignoring unknown config field trustdomain (did you mean trustDomain?)\n",
+		"warning: ignoring unknown config field foo\n",
+		"warning: config field clusterName is set more than once; the last value is used\n",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not hold %q:\n%s", want, stderr.String())
 		}
 	}
 }

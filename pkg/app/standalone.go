@@ -65,6 +65,8 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	for _, note := range logging.Notes {
 		logger.Info("Warning: " + note)
 	}
+	// As soon as logging is set up: a misspelt field may be why start-up fails further on.
+	reportConfigFields(logger, cfg)
 	if !(opts.MaxResyncShare > 0 && opts.MaxResyncShare <= 1) {
 		return fmt.Errorf("--max-resync-share must be more than 0 and at most 1, got %v", opts.MaxResyncShare)
 	}
@@ -89,7 +91,6 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	if err := cfg.CheckPodCertificatesConnection(); err != nil {
 		return err
 	}
-	logUnused(logger, cfg)
 	applyContainerMemoryLimit(logger)
 	// The binary, not the library, sets client-go's process-wide workqueue metrics provider,
 	// before any controller creates its queues.
@@ -169,11 +170,25 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	})
 }
 
-// logUnused says once which config fields were accepted without effect, and why.
-func logUnused(logger klog.Logger, cfg *config.Config) {
+// reportConfigFields says once which config fields were accepted without effect, and why;
+// warns of each field that was ignored as unknown, naming the field probably meant when there
+// is one, and of each field set more than once; and sets the metrics that count those two.
+func reportConfigFields(logger klog.Logger, cfg *config.Config) {
 	for _, u := range cfg.Unused {
 		logger.Info("Config field accepted but without effect", "field", u.Field, "reason", u.Reason)
 	}
+	for _, u := range cfg.Unknown {
+		if u.Suggestion != "" {
+			logger.Info("Warning: ignoring an unknown config field, probably misspelt", "field", u.Field, "didYouMean", u.Suggestion)
+		} else {
+			logger.Info("Warning: ignoring an unknown config field, perhaps one of a newer spire-controller-manager", "field", u.Field)
+		}
+	}
+	for _, field := range cfg.Duplicates {
+		logger.Info("Warning: config field set more than once; the last value is used", "field", field)
+	}
+	metrics.ConfigUnknownFields.Set(float64(len(cfg.Unknown)))
+	metrics.ConfigDuplicateFields.Set(float64(len(cfg.Duplicates)))
 }
 
 // builtInKindsConfig returns a copy of config for clients of Kubernetes' built-in kinds, which

@@ -22,10 +22,10 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -181,6 +181,13 @@ type Config struct {
 	// Unused are fields that were set but have no meaning here, each with the reason; the
 	// binary logs them once at start.
 	Unused []UnusedField
+	// Unknown are fields of the file that its format does not declare. They are ignored, as
+	// spire-controller-manager ignores them; the binary warns of each once at start.
+	Unknown []UnknownField
+	// Duplicates are the paths of fields the file sets more than once in one mapping. The
+	// last value is used, as in spire-controller-manager; the binary warns of each once at
+	// start.
+	Duplicates []string
 
 	ignoreNamespaces []*regexp.Regexp
 	// socketPathDefaulted is set when the file does not name spireServerSocketPath.
@@ -294,12 +301,29 @@ func Load(path string, expandEnv bool) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates a config file's content. Unknown fields are errors, so a typo
-// never silently falls back to a default.
+// Parse decodes and validates a config file's content as spire-controller-manager decodes
+// it. A field the format does not declare is not an error: it is returned in Config.Unknown,
+// with the declared field it was probably meant to be when one is close, so that a file
+// written for a newer spire-controller-manager still starts. A field set twice keeps its last
+// value and is returned in Config.Duplicates. A value of the wrong type or an invalid one is
+// an error naming its field; when the file also has unknown fields, the error names them too,
+// as a misspelt field often is why a required one is missing.
 func Parse(data []byte) (*Config, error) {
-	var file File
-	if err := yaml.UnmarshalStrict(data, &file); err != nil {
-		return nil, fmt.Errorf("decoding: %w", err)
+	d, err := decode(data)
+	if err != nil {
+		return nil, err
 	}
-	return file.Validate()
+	cfg, err := d.file.Validate()
+	if err != nil {
+		if len(d.unknown) > 0 {
+			names := make([]string, len(d.unknown))
+			for i, u := range d.unknown {
+				names[i] = u.String()
+			}
+			err = fmt.Errorf("%w; unknown fields, ignored: %s", err, strings.Join(names, ", "))
+		}
+		return nil, err
+	}
+	cfg.Unknown, cfg.Duplicates = d.unknown, d.duplicates
+	return cfg, nil
 }

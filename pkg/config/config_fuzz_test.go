@@ -37,6 +37,8 @@ func FuzzConfigParse(f *testing.F) {
 	f.Add([]byte("trustDomain: example.org\nclusterName: c\nleaderElection:\n  leaderElect: true\n  leaseDuration: 2s\n  renewDeadline: 3s\n"))
 	f.Add([]byte("trustDomain: example.org\nclusterName: c\nentryIDPrefix: a\nentryIDPrefixCleanup: \"\"\nignoreNamespaces: [\"kube-.*\", \"(\"]\n"))
 	f.Add([]byte("{\"trustDomain\": \"example.org\", \"clusterName\": \"c\", \"gcInterval\": 1e300}"))
+	f.Add([]byte("TrustDomain: x\ntrustDomain: example.org\nclusterName: c\nclusterName: d\nfoo: {bar: 1}\nleaderElection: {leaseDuraton: 1s}\n"))
+	f.Add([]byte("trustDomain: example.org\nclusterName: c\ncacheNamespaces: {a: {labelSelector: {x: y}, labelSelectors: {x: \"y\"}}}\n"))
 	for _, dir := range []string{"../../manifests/examples", "../../manifests/deployment"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "config*.yaml"))
 		for _, file := range files {
@@ -86,6 +88,11 @@ func FuzzConfigParse(f *testing.F) {
 		}
 		if len(cfg.ignoreNamespaces) != len(cfg.IgnoreNamespaces) {
 			t.Errorf("%d ignoreNamespaces patterns but %d compiled", len(cfg.IgnoreNamespaces), len(cfg.ignoreNamespaces))
+		}
+		for _, u := range cfg.Unknown {
+			if u.Field == "" || u.Suggestion == u.Field {
+				t.Errorf("unknown field %+v: want a path, and a suggestion other than the field", u)
+			}
 		}
 		// Must not panic on any namespace name.
 		_ = cfg.IsNamespaceIgnored(string(data))

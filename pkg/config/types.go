@@ -25,8 +25,9 @@ import (
 
 // File is the on-disk config file. Its fields, JSON names and meaning are those of
 // spire-controller-manager's ControllerManagerConfig, so an existing file keeps working.
-// Every field of spire-controller-manager v0.7.0 is declared, so any file it accepts decodes;
-// a field that is not declared here is a typo and stops start-up.
+// Every field of spire-controller-manager v0.7.0 is declared. A key that matches no field
+// here, case-sensitively, is ignored as spire-controller-manager ignores it, and reported
+// (see Parse): it may be a field of a newer spire-controller-manager, or a typo.
 type File struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`

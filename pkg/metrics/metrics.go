@@ -119,6 +119,24 @@ var (
 		Namespace: namespace, Name: "static_manifest_errors",
 		Help: "Problems found by the last read of the static manifest directory (static mode only).",
 	})
+
+	// ConfigUnknownFields is how many fields of the config file its format does not declare,
+	// as loaded at start: they are ignored, as spire-controller-manager ignores them, and each
+	// is logged once as a warning. It is not labelled by field: the values would come from the
+	// file's content, the log already names each one, and an alert needs only to know that
+	// there are any.
+	ConfigUnknownFields = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "config_unknown_fields",
+		Help: "Fields of the config file that its format does not declare, ignored at start; each is logged as a warning.",
+	})
+
+	// ConfigDuplicateFields is how many fields the config file sets more than once, as loaded
+	// at start: the last value is used, as in spire-controller-manager, and each is logged once
+	// as a warning. Unlabelled for the reasons ConfigUnknownFields is.
+	ConfigDuplicateFields = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "config_duplicate_fields",
+		Help: "Fields the config file sets more than once, of which the last value is used; each is logged as a warning.",
+	})
 )
 
 func init() {
@@ -128,6 +146,7 @@ func init() {
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
 		FullResyncs, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
 		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced,
+		ConfigUnknownFields, ConfigDuplicateFields,
 	)
 	registerWorkqueueMetrics()
 }
