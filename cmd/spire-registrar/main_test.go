@@ -212,9 +212,9 @@ func TestBadConfigStopsStartup(t *testing.T) {
 	// The same config as a newer chart might write it, with a misspelt and a duplicated field
 	// besides: start-up gets as far, and warns of each field it ignored.
 	newer := strings.NewReplacer(
-		"leaderElection: {leaderElect: false,", "leaderElection: {foo: 1, leaderElect: false,",
+		"leaderElection: {leaderElect: true,", "leaderElection: {foo: 1, leaderElect: true,",
 		"clusterName: example-cluster\n", "clusterName: example-cluster\nclusterName: example-cluster\n",
-	).Replace(chartConfig) + "entryRenderCacheTTL: 10m\ntrustdomain: example.org\n"
+	).Replace(realcluster.ChartConfig) + "entryRenderCacheTTL: 10m\ntrustdomain: example.org\n"
 	out, err = exec.Command(bin, "--config", writeFile(t, newer), "--kubeconfig", "/nonexistent").CombinedOutput()
 	if err == nil || strings.Contains(string(out), "invalid config") || !strings.Contains(string(out), "/nonexistent") {
 		t.Errorf("newer chart config: err=%v, want a failure on the kubeconfig only:\n%s", err, out)
