@@ -49,7 +49,7 @@ tools: ## Build the real binaries the tests use into ~/.cache/spire-registrar/bi
 	hack/build-tools.sh
 
 .PHONY: test
-test: ## Full test: gofmt, tidy, codegen, lint (go vet included), packages, real binaries, go test -race, fuzz (what CI runs)
+test: ## Full test: gofmt, tidy, codegen, lint (go vet included), workflow lint, packages, real binaries, go test -race, fuzz (what CI runs)
 	hack/test.sh
 
 .PHONY: test-unit
@@ -65,7 +65,7 @@ generate: ## Regenerate deepcopy, clientset, listers and informers
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Static checks only: gofmt, go mod tidy, generated code, golangci-lint (go vet included)
+verify: ## Static checks only: gofmt, go mod tidy, generated code, golangci-lint (go vet included), actionlint
 	hack/verify.sh
 
 .PHONY: run

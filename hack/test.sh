@@ -9,13 +9,15 @@
 #   4. hack/verify-lint.sh: golangci-lint, pinned in hack/tools/lint, with .golangci.yml's
 #      linters (its first run builds it: a few minutes); its govet runs go vet's default
 #      analyzers, so a separate `go vet ./...` would only type-check everything twice;
-#   5. hack/install-deps.sh: Debian's postgresql, prometheus, podman and runc packages, if
+#   5. hack/verify-workflows.sh: actionlint, pinned in hack/tools/actionlint, over the GitHub
+#      Actions workflows in .github/workflows;
+#   6. hack/install-deps.sh: Debian's postgresql, prometheus, podman and runc packages, if
 #      they are missing;
-#   6. hack/build-tools.sh: build every real binary the tests use from its pinned module into the
+#   7. hack/build-tools.sh: build every real binary the tests use from its pinned module into the
 #      per-user cache, so that on a cold machine the long build happens here and not inside go
 #      test's timeout (no test needs kubectl: manifests are rendered with kustomize's library);
-#   7. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
-#   8. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
+#   8. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
+#   9. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
 #      shallow crashes in new code; longer runs are `hack/fuzz.sh 10m`.
 # The static checks come first so that a formatting or lint slip fails in minutes, not after
 # the build. Each step's duration is printed. Needs Go, gcc (cgo, for -race and spire-server's
@@ -44,6 +46,7 @@ step "gofmt (hack/verify-gofmt.sh)" hack/verify-gofmt.sh
 step "go mod tidy (hack/verify-gomod.sh)" hack/verify-gomod.sh
 step "verify generated code (hack/verify-codegen.sh)" hack/verify-codegen.sh
 step "golangci-lint (hack/verify-lint.sh)" hack/verify-lint.sh
+step "actionlint (hack/verify-workflows.sh)" hack/verify-workflows.sh
 step "install Debian packages the tests use (hack/install-deps.sh)" hack/install-deps.sh
 step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh
 # -count=1: the real-component tests must really run, not be replayed from the test cache.

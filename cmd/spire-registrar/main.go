@@ -50,6 +50,10 @@ func main() {
 	opts.AddFlags(flag.CommandLine)
 	flag.Parse()
 	opts.Parsed(flag.CommandLine)
+	if opts.ShowVersion {
+		fmt.Println(app.Version())
+		return
+	}
 
 	if err := app.RunStandalone(signalContext(), &opts, flag.CommandLine); err != nil {
 		klog.ErrorS(err, "spire-registrar failed")

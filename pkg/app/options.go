@@ -63,6 +63,9 @@ type Options struct {
 	// Log holds controller-runtime's zap flags, which spire-controller-manager accepts.
 	Log LogFlags
 
+	// ShowVersion asks the binary to print Version() and exit without running.
+	ShowVersion bool
+
 	// set records the flags given on the command line.
 	set map[string]bool
 }
@@ -103,6 +106,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Log.ZapDevel, "zap-devel", true, "Accepted for spire-controller-manager compatibility; no effect.")
 	fs.StringVar(&o.Log.ZapStacktraceLevel, "zap-stacktrace-level", "", "Accepted for spire-controller-manager compatibility; no effect.")
 	fs.StringVar(&o.Log.ZapTimeEncoding, "zap-time-encoding", "", "Accepted for spire-controller-manager compatibility; no effect.")
+
+	fs.BoolVar(&o.ShowVersion, "version", false, "Print the version and VCS revision this binary was built from, and exit.")
 }
 
 // Parsed records which flags of fs were given; call it after fs.Parse.

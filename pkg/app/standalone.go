@@ -142,7 +142,7 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 	}
 	defer spireClient.Close()
 
-	logger.Info("Starting spire-registrar", "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
+	logger.Info("Starting spire-registrar", "version", Version(), "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
 		"spireServerSocketPath", cfg.SPIREServerSocketPath, "spireServerAddress", cfg.SPIREServerAddress, "gcInterval", cfg.GCInterval, "workers", opts.Workers,
 		"leaderElection", cfg.LeaderElection.Enabled, "staticManifestPath", cfg.StaticManifestPath)
 	cc := ControllerContext{Config: cfg, SPIRE: spireClient, DryRun: opts.DryRun}

@@ -15,5 +15,6 @@ limitations under the License.
 */
 
 // Package docs checks what the documentation claims of the code: every test the Guarantees
-// page names as a proof exists.
+// page names as a proof exists, and every test the Compatibility page names is in the package
+// it names.
 package docs
