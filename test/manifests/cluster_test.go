@@ -46,7 +46,7 @@ import (
 
 const (
 	// namespace is where the manifests put spire-registrar.
-	namespace = "spire-system"
+	namespace = "spire-server"
 	// fieldManager owns what the tests server-side apply.
 	fieldManager = "spire-registrar-test"
 )
@@ -60,7 +60,7 @@ var (
 )
 
 // cluster returns the shared kube-apiserver with manifests/ applied by server-side apply, as
-// `kubectl apply -k manifests/ --server-side` would, into an existing spire-system namespace.
+// `kubectl apply -k manifests/ --server-side` would, into an existing spire-server namespace.
 func cluster(t *testing.T) *realcluster.Kube {
 	t.Helper()
 	if testing.Short() {

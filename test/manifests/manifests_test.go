@@ -96,14 +96,14 @@ func TestStandaloneManifests(t *testing.T) {
 var deploymentTopologyObjects = []string{
 	"ClusterRole /spire-registrar",
 	"ClusterRoleBinding /spire-registrar",
-	"ConfigMap spire-system/spire-registrar",
+	"ConfigMap spire-server/spire-registrar",
 	"CustomResourceDefinition /clusterfederatedtrustdomains.spire.spiffe.io",
 	"CustomResourceDefinition /clusterspiffeids.spire.spiffe.io",
 	"CustomResourceDefinition /clusterstaticentries.spire.spiffe.io",
-	"Deployment spire-system/spire-registrar",
-	"Role spire-system/spire-registrar-leader-election",
-	"RoleBinding spire-system/spire-registrar-leader-election",
-	"ServiceAccount spire-system/spire-registrar",
+	"Deployment spire-server/spire-registrar",
+	"Role spire-server/spire-registrar-leader-election",
+	"RoleBinding spire-server/spire-registrar-leader-election",
+	"ServiceAccount spire-server/spire-registrar",
 }
 
 // checkOwnDeploymentTopology checks the objects of a topology where spire-registrar is its own
@@ -156,7 +156,7 @@ var wantClusterRoleRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
 
-// wantLeaderElectionRules are the permissions on the Lease in spire-system, exactly: create
+// wantLeaderElectionRules are the permissions on the Lease in spire-server, exactly: create
 // (which RBAC cannot narrow by name), then read and renew its own Lease only.
 var wantLeaderElectionRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},

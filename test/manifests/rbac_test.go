@@ -320,7 +320,7 @@ func runControllers(t *testing.T, ctx context.Context, cc app.ControllerContext)
 	t.Logf("controllers synced as the ServiceAccount in %v", time.Since(start).Round(time.Millisecond))
 }
 
-// electLeader acquires, renews and releases a Lease in spire-system with client-go's
+// electLeader acquires, renews and releases a Lease in spire-server with client-go's
 // LeaseLock, the lock kube-controller-manager-style leader election uses.
 func electLeader(t *testing.T, ctx context.Context, saConfig *rest.Config) {
 	kube, err := kubernetes.NewForConfig(saConfig)
@@ -492,7 +492,7 @@ func selfReview(t *testing.T, ctx context.Context, kube kubernetes.Interface, a 
 	return r.Status.Allowed
 }
 
-// checkRulesReview lists every rule the ServiceAccount has in spire-system and requires each
+// checkRulesReview lists every rule the ServiceAccount has in spire-server and requires each
 // to be one of spire-registrar's, one of extra (the rules of an optional component bound to
 // it) or one every authenticated user has.
 func checkRulesReview(t *testing.T, ctx context.Context, saConfig *rest.Config, extra ...rbacv1.PolicyRule) {

@@ -22,6 +22,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 )
@@ -65,5 +66,33 @@ func TestTCPMTLSManifests(t *testing.T) {
 	// Without a prefix spire-registrar would delete its own admin entry at the first resync.
 	if cfg.EntryIDPrefix == "" {
 		t.Errorf("entryIDPrefix is not set: spire-registrar would own, and delete, the admin entry its SVID comes from")
+	}
+}
+
+// TestNamespaceIsSetInOnePlace renders the TCP-mTLS topology, with the pod-certificates
+// component, from a kustomization that sets another namespace, as manifests/README.md tells
+// operators to: every namespaced object and every binding's ServiceAccount subject must move
+// there, so that the kustomization's `namespace:` is the only place to change.
+func TestNamespaceIsSetInOnePlace(t *testing.T) {
+	const elsewhere = "spire-elsewhere"
+	objs := kustomize(t, "test", "manifests", "testdata", "other-namespace")
+	bindings := 0
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			bindings++
+			b := typed[rbacv1.RoleBinding](t, o)
+			for _, s := range b.Subjects {
+				if s.Kind == rbacv1.ServiceAccountKind && s.Namespace != elsewhere {
+					t.Errorf("%s: subject %s/%s, want namespace %s", id(o), s.Namespace, s.Name, elsewhere)
+				}
+			}
+		}
+		if ns := o.GetNamespace(); ns != "" && ns != elsewhere {
+			t.Errorf("%s is in namespace %s, want %s", id(o), ns, elsewhere)
+		}
+	}
+	if bindings != 3 {
+		t.Errorf("%d bindings, want spire-registrar's, its leader election's and the pod certificate signer's", bindings)
 	}
 }

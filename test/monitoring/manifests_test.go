@@ -251,7 +251,7 @@ func TestQueriesNameServedMetrics(t *testing.T) {
 
 // TestKustomizeMonitoring: `kubectl apply -k manifests/monitoring` creates the PrometheusRule,
 // the PodMonitor and the dashboard's ConfigMap, labelled for Grafana's sidecar, in
-// spire-system.
+// spire-server.
 func TestKustomizeMonitoring(t *testing.T) {
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), monitoringFile(t, ""))
 	if err != nil {
@@ -282,7 +282,7 @@ func TestKustomizeMonitoring(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	want := []string{"ConfigMap spire-system/spire-registrar-dashboard", "PodMonitor spire-system/spire-registrar", "PrometheusRule spire-system/spire-registrar"}
+	want := []string{"ConfigMap spire-server/spire-registrar-dashboard", "PodMonitor spire-server/spire-registrar", "PrometheusRule spire-server/spire-registrar"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("objects (-want +got):\n%s", diff)
 	}
