@@ -105,6 +105,9 @@ func TestMain(m *testing.M) {
 	if sharedKube != nil {
 		_ = sharedKube.Stop()
 	}
+	if err := realcluster.RemoveRegistrarBinary(); err != nil {
+		fmt.Fprintf(os.Stderr, "remove the spire-registrar binary: %v\n", err)
+	}
 	os.Exit(code)
 }
 

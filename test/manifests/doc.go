@@ -17,8 +17,9 @@ limitations under the License.
 // Package manifests holds no code, only tests: they check what `kubectl apply -k` creates from
 // manifests/ (the standalone Deployment) and from manifests/sidecar (spire-registrar added to a
 // SPIRE server's StatefulSet, in testdata/sidecar), from manifests/tcp-mtls and from it with the
-// optional manifests/pod-certificates component (testdata/pod-certificates), rendered by
-// kustomize's own library as kubectl embeds it. Without -short they also apply the objects to a
-// real kube-apiserver and run the controllers as the shipped ServiceAccount, to show the RBAC is
-// both enough and no more.
+// optional manifests/pod-certificates component (testdata/pod-certificates), and the migration
+// of an official Helm chart install to TCP-mTLS (testdata/chart, testdata/tcp-mtls-from-chart),
+// rendered by kustomize's own library as kubectl embeds it. Without -short they also apply the
+// objects to a real kube-apiserver and run the controllers as the shipped ServiceAccount, to
+// show the RBAC is both enough and no more, and run that migration on real binaries.
 package manifests
