@@ -119,10 +119,8 @@ func TestBadConfigStopsStartup(t *testing.T) {
 		{name: "cleanup with a slash", config: base + "entryIDPrefix: new\nentryIDPrefixCleanup: old/\n", want: []string{"entryIDPrefixCleanup"}},
 
 		// reconcile.
-		{name: "reconcile nothing", config: base + "reconcile: {}\n", want: []string{"reconcile"}},
-		{name: "reconcile all off", config: base + "reconcile:\n  clusterSPIFFEIDs: false\n  clusterStaticEntries: false\n  clusterFederatedTrustDomains: false\n",
-			want: []string{"reconcile"}},
-		// Unknown fields are ignored, but named when the file fails: here the block enables nothing.
+		// A block that enables nothing is accepted, as spire-controller-manager does, unless a
+		// kind in it is misspelt.
 		{name: "reconcile misspelt kind", config: base + "reconcile:\n  clusterSPIFFEID: true\n",
 			want: []string{"reconcile", "did you mean reconcile.clusterSPIFFEIDs?"}},
 		{name: "reconcile as a list", config: base + "reconcile: [clusterSPIFFEIDs]\n", want: []string{"reconcile"}},

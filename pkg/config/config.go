@@ -314,6 +314,9 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg, err := d.file.Validate()
+	if err == nil && cfg.Reconcile == (Reconcile{}) {
+		err = misspeltReconcile(d.unknown)
+	}
 	if err != nil {
 		if len(d.unknown) > 0 {
 			names := make([]string, len(d.unknown))
@@ -326,4 +329,15 @@ func Parse(data []byte) (*Config, error) {
 	}
 	cfg.Unknown, cfg.Duplicates = d.unknown, d.duplicates
 	return cfg, nil
+}
+
+// misspeltReconcile refuses a reconcile block that enables nothing because a kind in it is
+// misspelt: doing nothing on a typo would leave every entry as it is until someone notices.
+func misspeltReconcile(unknown []UnknownField) error {
+	for _, u := range unknown {
+		if strings.HasPrefix(u.Field, "reconcile.") {
+			return fmt.Errorf("invalid config: reconcile: enables no kind, and %s is not a kind it knows", u.Field)
+		}
+	}
+	return nil
 }

@@ -273,7 +273,7 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"prefix with a dot", minimal + "entryIDPrefix: a.b\n", "entryIDPrefix"},
 		{"cleanup equal to prefix", minimal + "entryIDPrefix: a\nentryIDPrefixCleanup: a\n", "entryIDPrefixCleanup"},
 		{"cleanup of unprefixed without prefix", minimal + "entryIDPrefixCleanup: \"\"\n", "entryIDPrefixCleanup"},
-		{"reconcile nothing", minimal + "reconcile: {}\n", "reconcile"},
+		{"reconcile misspelt kind", minimal + "reconcile: {clusterSPIFFEID: true}\n", "did you mean reconcile.clusterSPIFFEIDs?"},
 		{"empty staticManifestPath", minimal + "staticManifestPath: \"\"\n", "staticManifestPath"},
 		{"expandEnv without static mode", minimal + "expandEnvStaticManifests: true\n", "expandEnvStaticManifests"},
 		{"ClusterSPIFFEIDs in static mode", minimal + "staticManifestPath: /m\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true}\n",
@@ -411,6 +411,8 @@ func TestEveryControllerManagerFieldIsAccepted(t *testing.T) {
 			unused: []string{"webhook.certDir"}},
 		{name: "cache sync timeout in nanoseconds", extra: "controller: {cacheSyncTimeout: 120000000000}\n",
 			check: func(c *Config) any { return c.CacheSyncTimeout }, want: 2 * time.Minute},
+		{name: "a reconcile block that enables nothing", extra: "reconcile: {clusterSPIFFEIDs: false, clusterStaticEntries: false, clusterFederatedTrustDomains: false}\n",
+			check: func(c *Config) any { return c.Reconcile }, want: Reconcile{}, unused: []string{"reconcile"}},
 		{name: "fields with no meaning here", extra: "syncPeriod: 10h\nenableEntryRenderCache: true\nentryRenderCacheSize: 1000\n" +
 			"controller:\n  groupKindConcurrency: {ClusterSPIFFEID.spire.spiffe.io: 5}\n  recoverPanic: true\n",
 			check: func(c *Config) any { return c.CacheSyncTimeout }, want: time.Duration(0),

@@ -107,7 +107,9 @@ func (f *File) Validate() (*Config, error) {
 		cfg.Reconcile = Reconcile{ClusterSPIFFEIDs: r.ClusterSPIFFEIDs, ClusterStaticEntries: r.ClusterStaticEntries,
 			ClusterFederatedTrustDomains: r.ClusterFederatedTrustDomains}
 		if cfg.Reconcile == (Reconcile{}) {
-			errs = append(errs, field.Invalid(field.NewPath("reconcile"), "{}", "enables no kind: spire-registrar would do nothing"))
+			// spire-controller-manager accepts it too, and the chart's users set it to stop a
+			// controller manager without deleting the chart's resources.
+			cfg.unused("reconcile", "it enables no kind: nothing is reconciled, and only the Lease and the webhook are served")
 		}
 	}
 	errs = append(errs, f.validatePrefixes(cfg)...)

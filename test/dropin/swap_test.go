@@ -61,7 +61,7 @@ logLevel: info
 logEncoding: console
 leaderElection:
   leaderElect: true
-  resourceName: 98c9c988.spiffe.io
+  resourceName: 6f304bd2.spiffe.io
   resourceNamespace: spire-server
   leaseDuration: 15s
   renewDeadline: 10s

@@ -260,12 +260,12 @@ func TestImageUnderTheChart(t *testing.T) {
 		}
 		// The chart's config for externalControllerManagers.clusters.cluster2: the next two
 		// ports, a Lease and an entryIDPrefix of its own, no webhook; $CLUSTER_NAME comes from
-		// extraEnv through --expand-env.
+		// extraEnv through --expand-env. The Lease is sha256("spire-server-spire-cluster2")[:8].
 		external := config
 		for old, replacement := range map[string]string{
 			"bindAddress: 0.0.0.0:8082":            "bindAddress: 0.0.0.0:8084",
 			"healthProbeBindAddress: 0.0.0.0:8083": "healthProbeBindAddress: 0.0.0.0:8085",
-			"resourceName: 98c9c988.spiffe.io":     "resourceName: 4b31fd5a.spiffe.io",
+			"resourceName: 6f304bd2.spiffe.io":     "resourceName: 5091319f.spiffe.io",
 			"entryIDPrefix: example-cluster":       "entryIDPrefix: ${CLUSTER_NAME}",
 			"clusterName: example-cluster":         "clusterName: ${CLUSTER_NAME}",
 			"validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook\n": "",
@@ -292,7 +292,7 @@ func TestImageUnderTheChart(t *testing.T) {
 		c.start(t, ctx, p, image)
 		w := walk{t: t, ctx: ctx, start: start, stack: stack}
 		w.ready(realcluster.ChartHealthPort + 2)
-		w.leaseHeld("4b31fd5a.spiffe.io")
+		w.leaseHeld("5091319f.spiffe.io")
 		w.podEntry("cluster2", "/ns/shop/sa/default")
 		w.metrics(realcluster.ChartMetricsPort + 2)
 	})

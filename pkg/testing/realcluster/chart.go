@@ -33,7 +33,7 @@ const (
 	ChartNamespace = "spire-server"
 	// ChartLeaseName is the Lease the chart's config names: the first 8 hex digits of
 	// sha256("spire-server-spire") and ".spiffe.io".
-	ChartLeaseName = "98c9c988.spiffe.io"
+	ChartLeaseName = "6f304bd2.spiffe.io"
 	// ChartClassName is the chart's className: <namespace>-<release>.
 	ChartClassName = "spire-server-spire"
 	// ChartEntryIDPrefix is the entryIDPrefix the chart sets: its clusterName.
@@ -61,7 +61,7 @@ health: {healthProbeBindAddress: 0.0.0.0:8083}
 gcInterval: 10000000000
 logLevel: info
 logEncoding: console
-leaderElection: {leaderElect: true, resourceName: 98c9c988.spiffe.io, resourceNamespace: spire-server, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
+leaderElection: {leaderElect: true, resourceName: 6f304bd2.spiffe.io, resourceNamespace: spire-server, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
 validatingWebhookConfigurationName: spire-server-spire-controller-manager-webhook
 entryIDPrefix: example-cluster
 clusterName: example-cluster
