@@ -9,7 +9,6 @@
 #   hack/tools/kube        etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl
 #   hack/tools/spire       spire-server, spire-agent (SPIRE 1.15.3, what the Helm chart runs;
 #                          test/mtls runs the agent)
-#   hack/tools/spire-1.13  spire-server-1.13 (one test checks an older server)
 #   hack/tools/kwok        kwok (plays the kubelet for fake nodes)
 #   hack/tools/scm         spire-controller-manager (v0.7.0, the drop-in anchor)
 #
@@ -64,7 +63,7 @@ build() {
 }
 
 TOOLS=$ROOT/hack/tools
-want=${*:-etcd kube-apiserver spire-server spire-agent kube-scheduler kube-controller-manager kwok spire-controller-manager spire-server-1.13}
+want=${*:-etcd kube-apiserver spire-server spire-agent kube-scheduler kube-controller-manager kwok spire-controller-manager}
 for tool in $want; do
   case $tool in
     etcd)                    build etcd "$TOOLS/kube" ./etcd ;;
@@ -75,7 +74,6 @@ for tool in $want; do
     # spire-server's sqlite datastore needs cgo.
     spire-server)            CGO_ENABLED_FOR=1 build spire-server "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-server ;;
     spire-agent)             build spire-agent "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-agent ;;
-    spire-server-1.13)       CGO_ENABLED_FOR=1 build spire-server-1.13 "$TOOLS/spire-1.13" github.com/spiffe/spire/cmd/spire-server ;;
     kwok)                    build kwok "$TOOLS/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
     spire-controller-manager) build spire-controller-manager "$TOOLS/scm" github.com/spiffe/spire-controller-manager/cmd ;;
     *) echo "build-tools: unknown tool $tool" >&2; exit 2 ;;

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package spireversions holds end-to-end tests of how spire-registrar meets SPIRE versions: what
-// is new in 1.15, the server the official Helm chart runs, and an older 1.13 server.
+// is new in 1.15, the server the official Helm chart runs, and an older entry API (1.13's),
+// which a proxy in front of the 1.15 server emulates.
 package spireversions
 
 import (
@@ -50,7 +51,7 @@ func TestUpdatesKeepAdditionalAttributes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	runController(ctx, t, stack)
+	runController(ctx, t, stack, stack.SPIRE.SocketPath())
 
 	td := stack.SPIRE.TrustDomain()
 	cse := &spirev1alpha1.ClusterStaticEntry{
@@ -99,8 +100,8 @@ func TestUpdatesKeepAdditionalAttributes(t *testing.T) {
 }
 
 // runController runs spire-registrar's controllers in-process, as the binary does, with a 2s
-// gcInterval, until the test ends.
-func runController(ctx context.Context, t *testing.T, stack *realcluster.Stack) {
+// gcInterval, on the SPIRE API served at socket, until the test ends.
+func runController(ctx context.Context, t *testing.T, stack *realcluster.Stack, socket string) {
 	t.Helper()
 	cfg, err := config.Parse(fmt.Appendf(nil, `
 apiVersion: spire.spiffe.io/v1alpha1
@@ -109,7 +110,7 @@ trustDomain: %s
 clusterName: test
 spireServerSocketPath: %s
 gcInterval: 2s
-`, stack.SPIRE.TrustDomain(), stack.SPIRE.SocketPath()))
+`, stack.SPIRE.TrustDomain(), socket))
 	if err != nil {
 		t.Fatal(err)
 	}

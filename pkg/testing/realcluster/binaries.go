@@ -48,12 +48,11 @@ const (
 	KubeScheduler         = "kube-scheduler"
 	KubeControllerManager = "kube-controller-manager"
 	Kubectl               = "kubectl"
-	// SPIREServer is SPIRE 1.15.3, the server the tests run by default.
+	// SPIREServer is SPIRE 1.15.3, the server the tests run. An older server's entry API
+	// is emulated in front of it (SPIREProxy), not built.
 	SPIREServer = "spire-server"
 	// SPIREAgent is the agent of the same SPIRE release as SPIREServer.
 	SPIREAgent = "spire-agent"
-	// SPIREServer113 is SPIRE 1.13.3, kept for the one test of an older server.
-	SPIREServer113 = "spire-server-1.13"
 	// Kwok is sigs.k8s.io/kwok v0.8.0, which plays the kubelet for fake nodes.
 	Kwok = "kwok"
 	// SpireControllerManager is spire-controller-manager v0.7.0, the drop-in anchor.

@@ -36,9 +36,10 @@ limitations under the License.
 // PodCertificateRequest as the pod's node, for a signer under test to answer
 // (WaitPodCertificateIssued).
 //
-// spire-server runs SPIRE 1.15.3 by default (SPIREOptions.Server picks 1.13.3)
-// on sqlite, or on a private PostgreSQL cluster (StartPostgres), where two
-// servers may share one database as replicas do. spire-controller-manager
+// spire-server runs SPIRE 1.15.3 on sqlite, or on a private PostgreSQL cluster
+// (StartPostgres), where two servers may share one database as replicas do; in
+// front of it, SPIREProxy can make its API answer as an older release's would
+// (DropAdditionalAttributes: SPIRE 1.13's entry API). spire-controller-manager
 // v0.7.0, the drop-in anchor, runs as a process too (StartSCM), on its own
 // CRDs if asked (SCMCRDsDir). The SPIRE oracles (EntryShow, FederationShow)
 // shell out to the real spire-server CLI so tests check the server's state

@@ -60,9 +60,6 @@ type SPIREOptions struct {
 	LogLevel string
 	// Logf receives progress messages (binary builds, start-up). Optional.
 	Logf Logf
-	// Server names the spire-server binary: SPIREServer (SPIRE 1.15.3, the
-	// default) or SPIREServer113 (SPIRE 1.13.3) for tests of an older server.
-	Server string
 	// Postgres, if set, keeps the datastore in a new database of its own on
 	// this PostgreSQL cluster instead of sqlite.
 	Postgres *Postgres
@@ -122,17 +119,10 @@ type SPIRE struct {
 // StartSPIRE writes a spire-server config, starts the server and waits until
 // `spire-server healthcheck` passes and the Prometheus endpoint answers.
 func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
-	server := opts.Server
-	if server == "" {
-		server = SPIREServer
-	}
-	if server != SPIREServer && server != SPIREServer113 {
-		return nil, fmt.Errorf("unknown spire-server binary %q: want %s or %s", server, SPIREServer, SPIREServer113)
-	}
 	if opts.Postgres != nil && opts.PostgresConnectionString != "" {
 		return nil, errors.New("set either Postgres or PostgresConnectionString, not both")
 	}
-	bin, err := Binary(ctx, opts.Logf, server)
+	bin, err := Binary(ctx, opts.Logf, SPIREServer)
 	if err != nil {
 		return nil, err
 	}
@@ -190,8 +180,8 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 		if err := s.writeConfig(logLevel); err != nil {
 			return nil, err
 		}
-		s.proc = newProcess(server, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
-		s.logf.printf("realcluster: starting %s for %s on %s", server, s.trustDomain, s.socketPath)
+		s.proc = newProcess(SPIREServer, bin, filepath.Join(s.dir, "spire-server.log"), "run", "-config", s.configPath())
+		s.logf.printf("realcluster: starting %s for %s on %s", SPIREServer, s.trustDomain, s.socketPath)
 		return s.proc, s.proc.start()
 	}, func() error { return s.waitReady(ctx) })
 	if err != nil {
