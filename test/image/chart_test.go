@@ -56,8 +56,8 @@ type chartContainer struct {
 	args   []string
 }
 
-// start runs the container detached and returns a function that prints its logs.
-func (c chartContainer) start(t *testing.T, ctx context.Context, p *podman, image string) func() string {
+// start runs the container detached; its logs are printed if the test fails.
+func (c chartContainer) start(t *testing.T, ctx context.Context, p *podman, image string) {
 	t.Helper()
 	args := []string{"run", "--detach", "--name", c.name, "--network", "host",
 		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"}
@@ -82,22 +82,14 @@ func (c chartContainer) start(t *testing.T, ctx context.Context, p *podman, imag
 	if _, err := p.run(ctx, args...); err != nil {
 		t.Fatal(err)
 	}
-	logs := func() string {
-		out, err := p.run(context.Background(), "logs", c.name)
-		if err != nil {
-			return err.Error()
-		}
-		return string(out)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s logs:\n%s", c.name, logs())
+			t.Logf("%s logs:\n%s", c.name, p.logs(c.name))
 		}
 		if _, err := p.run(context.Background(), "rm", "--force", "--time", "5", c.name); err != nil {
 			t.Logf("remove container: %v", err)
 		}
 	})
-	return logs
 }
 
 // fsGroupShare gives gid access to paths the way the kubelet's fsGroup does for a pod's
@@ -205,10 +197,10 @@ func TestImageUnderTheChart(t *testing.T) {
 	}
 	socketDir := filepath.Dir(stack.SPIRE.SocketPath())
 	td := stack.SPIRE.TrustDomain()
-	config := strings.Replace(realcluster.ChartConfig, "trustDomain: example.org", "trustDomain: "+td, 1)
-	if config == realcluster.ChartConfig {
+	if !strings.Contains(realcluster.ChartConfig, "\ntrustDomain: example.org\n") {
 		t.Fatal("realcluster.ChartConfig has no trustDomain: example.org line")
 	}
+	config := strings.Replace(realcluster.ChartConfig, "\ntrustDomain: example.org\n", "\ntrustDomain: "+td+"\n", 1)
 
 	t.Run("main cluster, image user, in-cluster credentials, webhook", func(t *testing.T) {
 		const gid = "65532"

@@ -70,6 +70,17 @@ func (p *podman) run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// logs returns what the container wrote to its standard output and error.
+func (p *podman) logs(name string) string {
+	cmd := exec.Command("podman", append(append([]string{}, p.global...), "logs", name)...)
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("podman logs %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
 // imageConfig is the part of `podman image inspect` the chart depends on.
 type imageConfig struct {
 	User       string   `json:"User"`
