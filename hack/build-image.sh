@@ -16,7 +16,11 @@
 #                        with buildx, which can build several platforms into one manifest list
 #   CONTAINER_TOOL_FLAGS global flags for the tool, e.g. "--storage-driver vfs --runtime runc"
 #   BUILD_FLAGS          flags for the build command itself, e.g. "--push" for docker buildx
-#   BINARIES_ONLY=1      stop after step 1 (the release workflow builds the image itself)
+#   BINARIES_ONLY=1      stop after step 1 (the release workflow builds the image itself, and
+#                        the tests that run the binary build it this way, so that they run the
+#                        binary the image ships)
+#   BIN_DIR              where step 1 writes linux_<arch>/spire-registrar (default
+#                        _output/image, which is what the Dockerfile copies)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -34,7 +38,7 @@ for platform in "${platforms[@]}"; do
     echo "build-image: platform $platform is not linux/<arch>" >&2
     exit 2
   fi
-  out=_output/image/linux_$arch/spire-registrar
+  out=${BIN_DIR:-_output/image}/linux_$arch/spire-registrar
   echo "build-image: building $out"
   CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags='-s -w' -o "$out" ./cmd/spire-registrar
 done

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +45,8 @@ var registrarBinary struct {
 	err  error
 }
 
-// RegistrarBinary returns the spire-registrar binary, built on first use with
-// `go build ./cmd/spire-registrar` at the repository root, as a user builds it. Every test of
+// RegistrarBinary returns the spire-registrar binary, built on first use by
+// hack/build-image.sh exactly as the image and the release build it. Every test of
 // the test binary shares it, so a package's tests pay for one build. The path has its
 // symlinks resolved: it is what the kernel reports as the running process's executable, which
 // a spire-agent's unix:path selector is matched against.
@@ -71,13 +72,15 @@ func buildRegistrar() (string, error) {
 	if registrarBinary.dir, err = os.MkdirTemp("", "spire-registrar-bin-"); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(registrarBinary.dir, "spire-registrar")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/spire-registrar")
+	// The release's build (hack/build-image.sh: static, -trimpath, stripped), so that the
+	// tests run the binary the image ships and share its compilation with test/image.
+	cmd := exec.Command(filepath.Join(root, "hack", "build-image.sh"))
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "BINARIES_ONLY=1", "BIN_DIR="+registrarBinary.dir, "PLATFORMS=linux/"+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/spire-registrar: %w\n%s", err, out)
+		return "", fmt.Errorf("hack/build-image.sh: %w\n%s", err, out)
 	}
-	return filepath.EvalSymlinks(bin)
+	return filepath.EvalSymlinks(filepath.Join(registrarBinary.dir, "linux_"+runtime.GOARCH, "spire-registrar"))
 }
 
 // RemoveRegistrarBinary removes the binary RegistrarBinary built, if it built one. It is for
