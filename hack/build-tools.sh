@@ -71,9 +71,11 @@ for tool in $want; do
     kube-scheduler)          build kube-scheduler "$TOOLS/kube" k8s.io/kubernetes/cmd/kube-scheduler ;;
     kube-controller-manager) build kube-controller-manager "$TOOLS/kube" k8s.io/kubernetes/cmd/kube-controller-manager ;;
     kubectl)                 build kubectl "$TOOLS/kube" k8s.io/kubernetes/cmd/kubectl ;;
-    # spire-server's sqlite datastore needs cgo.
+    # spire-server's sqlite datastore needs cgo; spire-agent is built with cgo too so that it
+    # reuses every package the server's build compiled (a cgo setting of its own would compile
+    # them all again).
     spire-server)            CGO_ENABLED_FOR=1 build spire-server "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-server ;;
-    spire-agent)             build spire-agent "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-agent ;;
+    spire-agent)             CGO_ENABLED_FOR=1 build spire-agent "$TOOLS/spire" github.com/spiffe/spire/cmd/spire-agent ;;
     kwok)                    build kwok "$TOOLS/kwok" sigs.k8s.io/kwok/cmd/kwok ;;
     spire-controller-manager) build spire-controller-manager "$TOOLS/scm" github.com/spiffe/spire-controller-manager/cmd ;;
     *) echo "build-tools: unknown tool $tool" >&2; exit 2 ;;
