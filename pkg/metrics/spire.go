@@ -77,6 +77,13 @@ func (c *instrumented) Probe(ctx context.Context) error {
 	return spire.Probe(ctx, c.inner)
 }
 
+// WatchReconnects passes the watch on to the inner client.
+func (c *instrumented) WatchReconnects(ctx context.Context, reconnected func()) {
+	if !spire.WatchReconnects(ctx, c.inner, reconnected) {
+		<-ctx.Done()
+	}
+}
+
 // ListEntryPages lists page by page through the inner client, observed as one ListEntries
 // call whose duration includes the caller's handling of the pages.
 func (c *instrumented) ListEntryPages(ctx context.Context, page func([]*types.Entry) error) error {

@@ -103,7 +103,10 @@ type Client struct {
 	// DialTCP); Close calls it after closing conn.
 	release func() error
 	// cc is the caller's connection with each call bounded by its deadline.
-	cc      *boundedConn
+	cc *boundedConn
+	// state is the connection's state, which WatchReconnects follows; nil when New was given
+	// a connection that does not tell it.
+	state   connectivityWatcher
 	entries entryv1.EntryClient
 	tds     trustdomainv1.TrustDomainClient
 
@@ -164,6 +167,11 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 			Timeout:             keepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
+		// gRPC closes a channel's connection after 30 minutes without calls by default. The
+		// connection to SPIRE is meant to stay up: WatchReconnects reads its loss as a sign
+		// that SPIRE may have restarted, and a resync after every quiet half hour would be a
+		// full listing for nothing.
+		grpc.WithIdleTimeout(0),
 	}
 	conn, err := grpc.NewClient(target, append(dialOpts, opts...)...)
 	if err != nil {
@@ -179,8 +187,10 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 // deadline of DefaultCallTimeout unless the caller's context ends sooner.
 func New(cc grpc.ClientConnInterface) *Client {
 	bounded := &boundedConn{cc: cc, timeout: DefaultCallTimeout}
+	state, _ := cc.(connectivityWatcher)
 	return &Client{
 		cc:            bounded,
+		state:         state,
 		entries:       entryv1.NewEntryClient(bounded),
 		tds:           trustdomainv1.NewTrustDomainClient(bounded),
 		readyDelay:    200 * time.Millisecond,
