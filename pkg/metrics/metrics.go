@@ -68,6 +68,13 @@ var (
 		Help: "Full resyncs against a complete SPIRE list, by controller and result.",
 	}, []string{"controller", "result"})
 
+	// FullResyncStarts counts full resyncs by controller and by what started them.
+	FullResyncStarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "full_resync_starts_total",
+		Help: "Full resyncs started, by controller and reason: start (the first, and its retries), interval (gcInterval), " +
+			"reconnect (the connection to SPIRE came back after it was lost, and retries until one succeeds).",
+	}, []string{"controller", "reason"})
+
 	// LastFullResyncTime is when the last successful full resync ended.
 	LastFullResyncTime = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "last_full_resync_timestamp_seconds",
@@ -144,7 +151,7 @@ func init() {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
-		FullResyncs, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
+		FullResyncs, FullResyncStarts, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
 		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced,
 		ConfigUnknownFields, ConfigDuplicateFields,
 	)

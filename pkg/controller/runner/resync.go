@@ -26,12 +26,24 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
-// meteredResync wraps a full resync so that every run is counted by result in
-// full_resyncs_total, and every successful one sets last_full_resync_timestamp_seconds and
-// last_full_resync_duration_seconds, all labelled with the controller's name. Run wraps the
-// resync it is given, so that every controller records the same metrics.
-func meteredResync(controller string, resync func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
+// Why a full resync runs, as full_resync_starts_total's reason label says.
+const (
+	// ResyncAtStart is the first resync, retried until it succeeds.
+	ResyncAtStart = "start"
+	// ResyncOnInterval is the periodic resync, every ResyncInterval.
+	ResyncOnInterval = "interval"
+	// ResyncOnReconnect follows a reconnection to SPIRE (see Loop.WatchSPIRE).
+	ResyncOnReconnect = "reconnect"
+)
+
+// meteredResync wraps a full resync so that every run is counted by reason in
+// full_resync_starts_total and by result in full_resyncs_total, and every successful one sets
+// last_full_resync_timestamp_seconds and last_full_resync_duration_seconds, all labelled with
+// the controller's name. Run wraps the resync it is given, so that every controller records
+// the same metrics.
+func meteredResync(controller string, resync func(context.Context) error) func(context.Context, string) error {
+	return func(ctx context.Context, reason string) error {
+		metrics.FullResyncStarts.WithLabelValues(controller, reason).Inc()
 		start := time.Now()
 		err := resync(ctx)
 		result := "success"
@@ -46,12 +58,16 @@ func meteredResync(controller string, resync func(context.Context) error) func(c
 	}
 }
 
+// resyncBackoff is how a resync that must succeed is retried: 100ms doubling to 30s.
+func resyncBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
+}
+
 // UntilSucceeded runs resync, retrying with backoff (100ms doubling to 30s) until it succeeds,
 // and reports whether it did before ctx ended.
 func UntilSucceeded(ctx context.Context, resync func(context.Context) error) bool {
 	logger := klog.FromContext(ctx)
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 30 * time.Second}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	err := wait.ExponentialBackoffWithContext(ctx, resyncBackoff(), func(ctx context.Context) (bool, error) {
 		if err := resync(ctx); err != nil {
 			logger.Error(err, "Initial resync failed; retrying")
 			return false, nil
@@ -74,26 +90,62 @@ const DefaultMaxResyncShare = 0.1
 // (0 means DefaultMaxResyncShare, 1 or more never stretches): a resync that took d is followed
 // by at least d×(1/maxShare−1) of rest. Out-of-band changes are then repaired a little later
 // on a large server, instead of SPIRE serving full lists without pause.
-func every(ctx context.Context, interval time.Duration, maxShare float64, resync func(context.Context) error) {
+//
+// Each value received from reconnected (see Loop.WatchSPIRE) has a resync run as soon as that
+// rest allows, at once on all but large servers, and retried with backoff until one
+// succeeds: SPIRE may have come back holding something else than what the entry cache
+// remembers, and until a resync lists it, nothing repairs that but the next interval. A value
+// that arrives while a resync runs has another run after it, since that one may have listed
+// SPIRE before the reconnection. The interval counts from the last resync, whatever started
+// it.
+func every(ctx context.Context, interval time.Duration, maxShare float64, resync func(context.Context, string) error, reconnected <-chan struct{}) {
 	logger := klog.FromContext(ctx)
-	var last time.Duration
+	var last time.Duration // how long the last resync took
+	lastEnd := time.Now()  // when it ended: the first resync has just succeeded
+	next := lastEnd.Add(wait.Jitter(interval, 0.1))
+	// pending is set while a reconnection waits for a resync that succeeds, due at retryAt.
+	pending := false
+	var retryAt time.Time
+	backoff := resyncBackoff()
 	for {
-		pause := restAfter(interval, maxShare, last)
-		if pause > interval {
-			logger.V(2).Info("Full resync interval stretched to bound the share of time resyncs take", "interval", interval, "lastResync", last, "wait", pause)
+		due, reason := next, ResyncOnInterval
+		if pending && !retryAt.After(next) {
+			due, reason = retryAt, ResyncOnReconnect
 		}
-		timer := time.NewTimer(wait.Jitter(pause, 0.1))
+		timer := time.NewTimer(time.Until(due))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
+		case <-reconnected:
+			timer.Stop()
+			if !pending {
+				logger.Info("Resyncing in full: SPIRE may hold something else than it did before the connection was lost")
+			}
+			pending, backoff = true, resyncBackoff()
+			retryAt = lastEnd.Add(restAfter(0, maxShare, last))
+			continue
 		case <-timer.C:
 		}
 		start := time.Now()
-		if err := resync(ctx); err != nil {
-			logger.Error(err, "Full resync failed")
+		err := resync(ctx, reason)
+		lastEnd = time.Now()
+		last = lastEnd.Sub(start)
+		pause := restAfter(interval, maxShare, last)
+		if pause > interval {
+			logger.V(2).Info("Full resync interval stretched to bound the share of time resyncs take", "interval", interval, "lastResync", last, "wait", pause)
 		}
-		last = time.Since(start)
+		next = lastEnd.Add(wait.Jitter(pause, 0.1))
+		if err == nil {
+			pending = false
+			continue
+		}
+		if !pending {
+			logger.Error(err, "Full resync failed")
+			continue
+		}
+		retryAt = lastEnd.Add(max(backoff.Step(), restAfter(0, maxShare, last)))
+		logger.Error(err, "Full resync after a reconnection to SPIRE failed; retrying", "retryIn", time.Until(retryAt).Round(time.Millisecond))
 	}
 }
 

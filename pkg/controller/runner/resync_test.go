@@ -72,7 +72,7 @@ func TestMeteredResyncMetrics(t *testing.T) {
 		return nil
 	})
 
-	if err := resync(ctx); err == nil {
+	if err := resync(ctx, ResyncAtStart); err == nil {
 		t.Fatal("a failed resync returned no error")
 	}
 	if diff := cmp.Diff(resyncMetrics{Failures: 1}, readResyncMetrics(controller)); diff != "" {
@@ -80,8 +80,8 @@ func TestMeteredResyncMetrics(t *testing.T) {
 	}
 
 	fail = false
-	for range 2 {
-		if err := resync(ctx); err != nil {
+	for _, reason := range []string{ResyncAtStart, ResyncOnReconnect} {
+		if err := resync(ctx, reason); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,6 +92,13 @@ func TestMeteredResyncMetrics(t *testing.T) {
 	got.LastDuration = 0
 	if diff := cmp.Diff(resyncMetrics{Successes: 2, Failures: 1, LastTimeSet: true}, got); diff != "" {
 		t.Errorf("after two successful resyncs (-want +got):\n%s", diff)
+	}
+	starts := map[string]float64{}
+	for _, reason := range []string{ResyncAtStart, ResyncOnInterval, ResyncOnReconnect} {
+		starts[reason] = value(metrics.FullResyncStarts.WithLabelValues(controller, reason))
+	}
+	if diff := cmp.Diff(map[string]float64{ResyncAtStart: 2, ResyncOnInterval: 0, ResyncOnReconnect: 1}, starts); diff != "" {
+		t.Errorf("full_resync_starts_total by reason (-want +got):\n%s", diff)
 	}
 }
 

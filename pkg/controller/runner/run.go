@@ -52,6 +52,14 @@ type Loop struct {
 	ResyncInterval time.Duration
 	// MaxResyncShare bounds the share of time resyncs take (see every); 0 is the default.
 	MaxResyncShare float64
+	// WatchSPIRE, if set, runs from the start of Run to its end and calls reconnected each
+	// time the connection to SPIRE is ready again after it was lost (spire.WatchReconnects
+	// does). A SPIRE server restarted on another datastore, or on a backup of its own, holds
+	// something else than the entry cache remembers, and nothing but a full list can tell:
+	// each call has a full resync run as soon as MaxResyncShare allows, retried with backoff
+	// until one succeeds (see every). A call before the first resync succeeded is followed by
+	// one more.
+	WatchSPIRE func(ctx context.Context, reconnected func())
 	// OnSynced, if set, is called once the first resync succeeded, before the workers start:
 	// from then on the controller is ready.
 	OnSynced func()
@@ -74,8 +82,9 @@ type ShutDowner interface {
 }
 
 // Run runs a controller until ctx ends, and returns once every goroutine it started has
-// ended: it starts the Events, waits for the informers, runs the first full resync (retrying
-// until SPIRE answers; nothing is written before), then the workers and the periodic resync.
+// ended: it starts the Events and the watch of SPIRE, waits for the informers, runs the first
+// full resync (retrying until SPIRE answers; nothing is written before), then the workers and
+// the resyncs that follow, periodic or after a reconnection to SPIRE.
 func Run(ctx context.Context, l Loop) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -92,6 +101,21 @@ func Run(ctx context.Context, l Loop) {
 		logger.Info("Stopped controller", "controller", l.Name)
 	}()
 
+	// Buffered: reconnections while a resync runs, or before the first succeeded, are
+	// remembered as one, and the watcher never waits for the resync loop.
+	reconnected := make(chan struct{}, 1)
+	if l.WatchSPIRE != nil {
+		// Before the first resync: a reconnection during it must not go unseen.
+		wg.Go(func() {
+			l.WatchSPIRE(ctx, func() {
+				select {
+				case reconnected <- struct{}{}:
+				default:
+				}
+			})
+		})
+	}
+
 	synced := metrics.ControllerSynced.WithLabelValues(l.Name)
 	synced.Set(0)
 	defer synced.Set(0)
@@ -103,7 +127,7 @@ func Run(ctx context.Context, l Loop) {
 		return
 	}
 	resync := meteredResync(l.Name, l.Resync)
-	if !UntilSucceeded(ctx, resync) {
+	if !UntilSucceeded(ctx, func(ctx context.Context) error { return resync(ctx, ResyncAtStart) }) {
 		return
 	}
 	if l.OnSynced != nil {
@@ -116,7 +140,7 @@ func Run(ctx context.Context, l Loop) {
 			wg.Go(func() { wait.UntilWithContext(ctx, w.Work, time.Second) })
 		}
 	}
-	wg.Go(func() { every(ctx, l.ResyncInterval, l.MaxResyncShare, resync) })
+	wg.Go(func() { every(ctx, l.ResyncInterval, l.MaxResyncShare, resync, reconnected) })
 
 	<-ctx.Done()
 }
