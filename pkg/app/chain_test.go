@@ -140,3 +140,31 @@ func TestSPIREChainListsPageByPage(t *testing.T) {
 		}
 	}
 }
+
+// watchingSPIRE is a SPIRE client whose connection came back once, as soon as it is watched.
+type watchingSPIRE struct {
+	spire.API
+}
+
+func (watchingSPIRE) WatchReconnects(ctx context.Context, reconnected func()) {
+	reconnected()
+	<-ctx.Done()
+}
+
+// TestSPIREChainWatchesReconnects: every client of the chain passes the watch of SPIRE's
+// connection on, so that both controllers resync when SPIRE is back, in a dry run too.
+func TestSPIREChainWatchesReconnects(t *testing.T) {
+	for _, dryRun := range []bool{false, true} {
+		api, release := spireChain(ControllerContext{SPIRE: watchingSPIRE{}, DryRun: dryRun})
+		ctx, cancel := context.WithCancel(context.Background())
+		seen := false
+		watched := spire.WatchReconnects(ctx, api, func() {
+			seen = true
+			cancel()
+		})
+		release()
+		if !watched || !seen {
+			t.Errorf("dryRun=%v: the chain watched %v and reported the reconnection %v, want both", dryRun, watched, seen)
+		}
+	}
+}

@@ -121,6 +121,13 @@ func (r *Reconciler) Probe(ctx context.Context) error {
 	return spire.Probe(ctx, r.client)
 }
 
+// WatchSPIRE calls reconnected each time the client's connection to SPIRE is ready again
+// after it was lost, until ctx ends (see spire.WatchReconnects); it returns at once when the
+// client cannot tell.
+func (r *Reconciler) WatchSPIRE(ctx context.Context, reconnected func()) {
+	spire.WatchReconnects(ctx, r.client, reconnected)
+}
+
 // Scope is the part of SPIRE one Sync reconciles: the entries of one pod, or the entries of
 // no pod that have one of some keys.
 type Scope struct {

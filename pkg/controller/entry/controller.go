@@ -206,6 +206,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
 		MaxResyncShare: c.opts.MaxResyncShare,
+		WatchSPIRE:     c.reconciler.WatchSPIRE,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers: []runner.Workers{
 			{Count: workers, Work: func(ctx context.Context) {

@@ -153,10 +153,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		CachesSynced:   []cache.InformerSynced{c.cftdSynced},
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
+		WatchSPIRE:     c.watchSPIRE,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers:        []runner.Workers{{Count: workers, Work: c.worker}, {Count: 1, Work: c.parking.Run}},
 		Queues:         []runner.ShutDowner{c.queue},
 	})
+}
+
+// watchSPIRE calls reconnected each time the connection to SPIRE is back after it was lost
+// (see spire.WatchReconnects): SPIRE may have come back with other relationships.
+func (c *Controller) watchSPIRE(ctx context.Context, reconnected func()) {
+	spire.WatchReconnects(ctx, c.spire, reconnected)
 }
 
 // probe returns nil once SPIRE answers; relationships are few, so listing them is cheap.
