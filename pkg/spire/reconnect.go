@@ -74,7 +74,10 @@ func (c *Client) WatchReconnects(ctx context.Context, reconnected func()) {
 // closed the connection, or keepalive found the path dead. gRPC then leaves the channel IDLE
 // until a call needs it, so the watcher asks it to connect again at once. WaitForStateChange
 // returning after READY is proof that READY was left, even when the channel is READY again by
-// the time its state is read: a reconnection as quick as that is still seen.
+// the time its state is read: a reconnection as quick as that is still seen. What gRPC's API
+// leaves unseen is a loss and a reconnection both between reading READY and waiting again,
+// a few instructions: a new connection needs a handshake with a server that has started
+// again, which takes far longer.
 func watchConnectivity(ctx context.Context, conn connectivityWatcher, reconnected func()) {
 	logger := klog.FromContext(ctx)
 	lost := false
