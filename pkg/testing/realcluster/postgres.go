@@ -17,6 +17,7 @@ limitations under the License.
 package realcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,10 +214,57 @@ func (p *Postgres) dataDir() string { return filepath.Join(p.dir, "data") }
 func (p *Postgres) run(ctx context.Context, program string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, postgresCmdTimeout)
 	defer cancel()
+	return p.command(ctx, program, args...).CombinedOutput()
+}
+
+// command prepares one of the PostgreSQL programs to run as the server's user.
+func (p *Postgres) command(ctx context.Context, program string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, program), args...)
 	cmd.Dir = p.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: p.credential}
-	return cmd.CombinedOutput()
+	return cmd
+}
+
+// Dump backs the named database up as an operator's backup job does: pg_dump's archive in
+// its custom format, for Restore.
+func (p *Postgres) Dump(ctx context.Context, database string) ([]byte, error) {
+	if !databaseName.MatchString(database) {
+		return nil, fmt.Errorf("database name %q: want lower-case letters, digits and underscores", database)
+	}
+	ctx, cancel := context.WithTimeout(ctx, postgresCmdTimeout)
+	defer cancel()
+	var out, stderr bytes.Buffer
+	cmd := p.command(ctx, "pg_dump", "--host=127.0.0.1", "--port="+strconv.Itoa(p.port), "--username="+PostgresSuperuser,
+		"--format=custom", "--dbname="+database)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("pg_dump %s: %w: %s", database, err, strings.TrimSpace(stderr.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// Restore replaces the named database with an archive of Dump: it drops the database,
+// disconnecting whoever is still connected, creates it empty and pg_restore's the archive
+// into it.
+func (p *Postgres) Restore(ctx context.Context, database string, dump []byte) error {
+	if !databaseName.MatchString(database) {
+		return fmt.Errorf("database name %q: want lower-case letters, digits and underscores", database)
+	}
+	if _, err := p.Query(ctx, "postgres", "DROP DATABASE IF EXISTS "+database+" WITH (FORCE)"); err != nil {
+		return err
+	}
+	if err := p.CreateDatabase(ctx, database); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, postgresCmdTimeout)
+	defer cancel()
+	cmd := p.command(ctx, "pg_restore", "--host=127.0.0.1", "--port="+strconv.Itoa(p.port), "--username="+PostgresSuperuser,
+		"--exit-on-error", "--no-owner", "--dbname="+database)
+	cmd.Stdin = bytes.NewReader(dump)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_restore %s: %w: %s", database, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // waitReady polls pg_isready, failing early if postgres exits.

@@ -105,6 +105,8 @@ type SPIRE struct {
 	metricsPort int
 	// postgres is the datastore's connection string, empty for sqlite.
 	postgres string
+	// pg is the cluster of that database when StartSPIRE created it (SPIREOptions.Postgres).
+	pg       *Postgres
 	adminIDs []string
 	auditLog bool
 	caTTL    time.Duration
@@ -131,6 +133,7 @@ func StartSPIRE(ctx context.Context, opts SPIREOptions) (*SPIRE, error) {
 		return nil, fmt.Errorf("negative CA TTL %s", opts.CATTL)
 	}
 	if opts.Postgres != nil {
+		s.pg = opts.Postgres
 		if s.postgres, err = opts.Postgres.NewDatabase(ctx); err != nil {
 			return nil, err
 		}
