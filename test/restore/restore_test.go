@@ -244,6 +244,12 @@ func waitExact(ctx context.Context, t *testing.T, api *spire.Client, w want, tim
 		return ok, nil
 	})
 	if err != nil {
+		// The poll's deadline may have cut its last listing short: list once more for the report.
+		listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, state := exact(listCtx, api, w); state != "" {
+			last = state
+		}
 		t.Fatalf("%s: SPIRE does not hold exactly what is declared within %s: %s", what, timeout, last)
 	}
 	return time.Since(start)
