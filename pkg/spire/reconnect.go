@@ -59,10 +59,11 @@ type connectivityWatcher interface {
 // by Dial or DialTCP it always can; over a caller's connection given to New only when that
 // is a *grpc.ClientConn, and otherwise it returns when ctx ends without calling reconnected.
 func (c *Client) WatchReconnects(ctx context.Context, reconnected func()) {
-	if c.state == nil {
-		<-ctx.Done()
-		return
-	}
+	watchConnectivity(ctx, c.state, reconnected)
+}
+
+// WatchReconnects is Client.WatchReconnects for the authority client's connection.
+func (c *AuthorityClient) WatchReconnects(ctx context.Context, reconnected func()) {
 	watchConnectivity(ctx, c.state, reconnected)
 }
 
@@ -78,7 +79,13 @@ func (c *Client) WatchReconnects(ctx context.Context, reconnected func()) {
 // leaves unseen is a loss and a reconnection both between reading READY and waiting again,
 // a few instructions: a new connection needs a handshake with a server that has started
 // again, which takes far longer.
+//
+// A nil conn, one whose state cannot be read, is waited on until ctx ends.
 func watchConnectivity(ctx context.Context, conn connectivityWatcher, reconnected func()) {
+	if conn == nil {
+		<-ctx.Done()
+		return
+	}
 	logger := klog.FromContext(ctx)
 	lost := false
 	state := conn.GetState()

@@ -240,3 +240,10 @@ func TestDecoratorsPassTheWatchOn(t *testing.T) {
 		t.Error("WatchReconnects reports a watch on a client without one")
 	}
 }
+
+// Both clients of the SPIRE connection report its reconnections: the entry and federation
+// controllers watch Client, the pod certificate signer AuthorityClient.
+var (
+	_ ReconnectWatcher = (*Client)(nil)
+	_ ReconnectWatcher = (*AuthorityClient)(nil)
+)

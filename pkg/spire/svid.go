@@ -47,11 +47,15 @@ type X509SVID struct {
 type AuthorityClient struct {
 	svids   svidv1.SVIDClient
 	bundles bundlev1.BundleClient
+	// state is the connection's state, which WatchReconnects follows; nil when cc is not a
+	// *grpc.ClientConn.
+	state connectivityWatcher
 }
 
 // NewAuthorityClient returns a client over an existing connection to the SPIRE server API.
 func NewAuthorityClient(cc grpc.ClientConnInterface) *AuthorityClient {
-	return &AuthorityClient{svids: svidv1.NewSVIDClient(cc), bundles: bundlev1.NewBundleClient(cc)}
+	state, _ := cc.(connectivityWatcher)
+	return &AuthorityClient{svids: svidv1.NewSVIDClient(cc), bundles: bundlev1.NewBundleClient(cc), state: state}
 }
 
 // MintX509SVID asks SPIRE to sign a certificate for key with the SPIFFE ID id and the DNS

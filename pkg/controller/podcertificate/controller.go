@@ -239,7 +239,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		Resync:         c.resync,
 		ResyncInterval: c.opts.ResyncInterval,
 		MaxResyncShare: c.opts.MaxResyncShare,
-		OnSynced:       func() { c.synced.Store(true) },
+		// A SPIRE that restarted may have other authorities (keys kept in memory, a restore):
+		// the trust bundle and the CA are checked as soon as it is back.
+		WatchSPIRE: func(ctx context.Context, reconnected func()) { spire.WatchReconnects(ctx, c.ca.authority, reconnected) },
+		OnSynced:   func() { c.synced.Store(true) },
 		Workers: []runner.Workers{
 			{Count: workers, Work: func(ctx context.Context) {
 				runner.Work(ctx, ControllerName, "podCertificateRequest", c.queue, c.parking, c.syncRequest)
