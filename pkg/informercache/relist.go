@@ -20,6 +20,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,29 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 )
+
+// RelistableInformer is a shared informer that can be made to list every object again, without
+// a new informer or a new cache: the objects stay readable, and event handlers see the relist
+// as updates of what changed. Leadership uses it to learn when a cache has caught up with the
+// API server after an outage (see pkg/app), pod projections to project every pod anew.
+type RelistableInformer struct {
+	cache.SharedIndexInformer
+	lw *relistingListWatch
+}
+
+// NewRelistableInformer returns a shared index informer of lw's objects that Relist can make
+// list again.
+func NewRelistableInformer(lw cache.ListerWatcherWithContext, obj runtime.Object, resync time.Duration, indexers cache.Indexers) *RelistableInformer {
+	rlw := newRelistingListWatch(lw)
+	return &RelistableInformer{SharedIndexInformer: cache.NewSharedIndexInformer(rlw, obj, resync, indexers), lw: rlw}
+}
+
+// Relist ends the informer's open watch as the API server ends one whose resource version
+// it no longer serves, so that the reflector lists every object again and records the list's
+// resource version as its last synced one. With no watch open, the next one ends so.
+func (i *RelistableInformer) Relist() {
+	i.lw.relist()
+}
 
 // relistingListWatch is a ListerWatcher whose informer can be made to list again: relist
 // ends the open watch with the error the API server sends when a watch's resource version
@@ -114,7 +138,7 @@ type expiringWatch struct {
 func expired() watch.Event {
 	return watch.Event{Type: watch.Error, Object: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-		Message: "pods are listed again for a wider projection",
+		Message: "listed again on request (spire-registrar)",
 	}}
 }
 
