@@ -37,15 +37,26 @@ type catchUpTimings struct {
 	// poll is how often the caches are looked at.
 	poll time.Duration
 	// natural is how long an informer may take to catch up by itself, with the events it
-	// watches, before it is made to list again.
+	// watches, before it is checked against a list or made to list again.
 	natural time.Duration
-	// relistAgain is how long after a relist an informer still behind is made to list again.
-	relistAgain time.Duration
+	// again is how long after a check or a relist an informer still behind is checked again.
+	again time.Duration
 	// report is how often the informers still behind are logged.
 	report time.Duration
 }
 
-var defaultCatchUpTimings = catchUpTimings{poll: 50 * time.Millisecond, natural: time.Second, relistAgain: 5 * time.Second, report: 15 * time.Second}
+var defaultCatchUpTimings = catchUpTimings{poll: 50 * time.Millisecond, natural: 500 * time.Millisecond, again: 5 * time.Second, report: 15 * time.Second}
+
+// current is an informer that can check its cache against a consistent list
+// (informercache.RelistableInformer.Current).
+type current interface {
+	Current(ctx context.Context) (same bool, listRV string, err error)
+}
+
+// relister is an informer that can be made to list again (informercache.RelistableInformer).
+type relister interface {
+	Relist()
+}
 
 // awaitCaughtUp returns once every informer's cache holds at least what the API server held at
 // resource version rv, the Lease's at its acquisition, or with ctx's error when ctx ends first.
@@ -56,10 +67,12 @@ var defaultCatchUpTimings = catchUpTimings{poll: 50 * time.Millisecond, natural:
 // What does tell is the resource version the cache has processed (its store's last synced
 // one; the reflector's when client-go's AtomicFIFO is off): events and lists arrive in
 // resource version order, so a cache at rv or later holds every change made before the
-// Lease was acquired. A busy informer gets there with its next event; a quiet one is made to
-// list again (informercache.RelistableInformer), which brings it to the resource version of
-// that list. One that cannot list again waits for the API server's next watch bookmark,
-// which it sends about every minute.
+// Lease was acquired. A busy informer gets there with its next event. A quiet one would get
+// there only with the API server's next watch bookmark, about a minute later, so it is checked
+// against a consistent list instead (informercache.RelistableInformer.Current): the same
+// objects at the same resource versions as of rv or later prove it up to date. One that
+// differs is made to list again, and checked again. An informer that can do neither waits for
+// its events and bookmarks.
 func awaitCaughtUp(ctx context.Context, informers []watchedInformer, rv string) error {
 	return awaitCaughtUpWith(ctx, informers, rv, defaultCatchUpTimings)
 }
@@ -68,29 +81,44 @@ func awaitCaughtUpWith(ctx context.Context, informers []watchedInformer, rv stri
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	behind := slices.Clone(informers)
-	relisted := map[string]time.Time{}
+	attempted := map[string]time.Time{}
+	var checked, relisted int
 	lastReport := start
 	ticker := time.NewTicker(timings.poll)
 	defer ticker.Stop()
 	for {
 		behind = slices.DeleteFunc(behind, func(w watchedInformer) bool { return caughtUp(logger, w, rv) })
+		if time.Since(start) >= timings.natural {
+			behind = slices.DeleteFunc(behind, func(w watchedInformer) bool {
+				if time.Since(attempted[w.name]) < timings.again {
+					return false
+				}
+				attempted[w.name] = time.Now()
+				if c, ok := w.informer.(current); ok {
+					checked++
+					same, listRV, err := c.Current(ctx)
+					if err != nil {
+						logger.V(2).Info("Could not check a cache against the API server", "informer", w.name, "err", err)
+						return false
+					}
+					if same && atLeast(listRV, rv) {
+						logger.V(2).Info("Cache found up to date", "informer", w.name, "at", lastSynced(w.informer), "listed", listRV, "want", rv)
+						return true
+					}
+				}
+				if r, ok := w.informer.(relister); ok {
+					logger.V(2).Info("Listing again to catch up", "informer", w.name, "at", lastSynced(w.informer), "want", rv)
+					relisted++
+					r.Relist()
+				}
+				return false
+			})
+		}
 		if len(behind) == 0 {
-			logger.Info("Informer caches caught up with the lease's acquisition", "resourceVersion", rv, "duration", time.Since(start), "relisted", len(relisted))
+			logger.Info("Informer caches caught up with the lease's acquisition", "resourceVersion", rv, "duration", time.Since(start), "checked", checked, "relisted", relisted)
 			return nil
 		}
-		now := time.Now()
-		if now.Sub(start) >= timings.natural {
-			for _, w := range behind {
-				r, ok := w.informer.(interface{ Relist() })
-				if !ok || now.Sub(relisted[w.name]) < timings.relistAgain {
-					continue
-				}
-				logger.V(2).Info("Listing again to catch up", "informer", w.name, "at", lastSynced(w.informer), "want", rv)
-				r.Relist()
-				relisted[w.name] = now
-			}
-		}
-		if now.Sub(lastReport) >= timings.report {
+		if now := time.Now(); now.Sub(lastReport) >= timings.report {
 			lastReport = now
 			names := make([]string, 0, len(behind))
 			for _, w := range behind {
@@ -119,7 +147,7 @@ func lastSynced(informer cache.SharedIndexInformer) string {
 // anything: the informer is taken as caught up, with a warning.
 func caughtUp(logger klog.Logger, w watchedInformer, rv string) bool {
 	synced := lastSynced(w.informer)
-	cmp, err := resourceversion.CompareResourceVersion(synced, rv)
+	c, err := resourceversion.CompareResourceVersion(synced, rv)
 	if err != nil {
 		if synced == "" {
 			return false
@@ -127,5 +155,11 @@ func caughtUp(logger klog.Logger, w watchedInformer, rv string) bool {
 		logger.Info("Warning: resource versions are not comparable; not waiting for this informer to catch up", "informer", w.name, "at", synced, "want", rv, "err", err)
 		return true
 	}
-	return cmp >= 0
+	return c >= 0
+}
+
+// atLeast reports whether resource version a is rv or later.
+func atLeast(a, rv string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, rv)
+	return err == nil && c >= 0
 }

@@ -70,7 +70,19 @@ func (i relistableRVInformer) Relist() {
 	}()
 }
 
-var fastCatchUp = catchUpTimings{poll: 5 * time.Millisecond, natural: 50 * time.Millisecond, relistAgain: 200 * time.Millisecond, report: time.Hour}
+// checkedRVInformer can also check its cache against a list, which finds it the same or not.
+type checkedRVInformer struct {
+	relistableRVInformer
+	same   bool
+	checks *atomic.Int32
+}
+
+func (i checkedRVInformer) Current(context.Context) (bool, string, error) {
+	i.checks.Add(1)
+	return i.same, strconv.Itoa(i.current()), nil
+}
+
+var fastCatchUp = catchUpTimings{poll: 5 * time.Millisecond, natural: 50 * time.Millisecond, again: 200 * time.Millisecond, report: time.Hour}
 
 // TestAwaitCaughtUp: a cache behind the Lease's resource version holds the writers back until
 // it gets there, by its own events or by listing again; a cache already there costs nothing.
@@ -81,12 +93,19 @@ func TestAwaitCaughtUp(t *testing.T) {
 		// start is where the cache is; event, if not zero, an event that arrives after 20ms.
 		start, event int
 		relistable   bool
-		wantRelists  int32
-		wantWait     bool
+		// checked: the informer can check itself against a list, which finds it the same
+		// when same.
+		checked, same bool
+		wantRelists   int32
+		wantChecks    int32
+		wantWait      bool
+		wantBehind    bool
 	}{
-		{name: "already there", start: 120, relistable: true},
-		{name: "caught up by its next event", start: 40, event: 130, relistable: true, wantWait: true},
-		{name: "quiet: made to list again", start: 40, relistable: true, wantRelists: 1, wantWait: true},
+		{name: "already there", start: 120, relistable: true, checked: true},
+		{name: "caught up by its next event", start: 40, event: 130, relistable: true, checked: true, wantWait: true},
+		{name: "quiet, found up to date by a list", start: 40, relistable: true, checked: true, same: true, wantChecks: 1, wantWait: true, wantBehind: true},
+		{name: "quiet, differs from the list: made to list again", start: 40, relistable: true, checked: true, wantChecks: 1, wantRelists: 1, wantWait: true},
+		{name: "quiet, cannot check: made to list again", start: 40, relistable: true, wantRelists: 1, wantWait: true},
 		{name: "an event before the lease is not enough", start: 40, event: 99, relistable: true, wantRelists: 1, wantWait: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +114,11 @@ func TestAwaitCaughtUp(t *testing.T) {
 			defer cancel()
 			inf := &rvInformer{rv: tc.start, current: func() int { return 150 }, delay: 20 * time.Millisecond}
 			var informer cache.SharedIndexInformer = inf
-			if tc.relistable {
+			var checks atomic.Int32
+			switch {
+			case tc.checked:
+				informer = checkedRVInformer{relistableRVInformer: relistableRVInformer{inf}, same: tc.same, checks: &checks}
+			case tc.relistable:
 				informer = relistableRVInformer{inf}
 			}
 			if tc.event != 0 {
@@ -109,10 +132,14 @@ func TestAwaitCaughtUp(t *testing.T) {
 			if got := inf.relists.Load(); got != tc.wantRelists {
 				t.Errorf("%d relists, want %d", got, tc.wantRelists)
 			}
+			if got := checks.Load(); got != tc.wantChecks {
+				t.Errorf("%d checks against a list, want %d", got, tc.wantChecks)
+			}
 			if tc.wantWait != (waited >= 15*time.Millisecond) {
 				t.Errorf("waited %v, want a wait: %v", waited, tc.wantWait)
 			}
-			if rv, _ := strconv.Atoi(inf.LastSyncResourceVersion()); rv < leaseRV {
+			// A cache a list proved up to date may stay at its last event's resource version.
+			if rv, _ := strconv.Atoi(inf.LastSyncResourceVersion()); rv < leaseRV && !tc.wantBehind {
 				t.Errorf("returned with the cache at %d, behind the lease at %d", rv, leaseRV)
 			}
 		})

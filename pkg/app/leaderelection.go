@@ -97,12 +97,6 @@ var (
 	errShuttingDown = errors.New("shutting down")
 )
 
-// leadershipLost reports whether ctx, a leadership's, ended because the Lease was lost (not
-// because the process is stopping).
-func leadershipLost(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errLeadershipLost)
-}
-
 // leaderElection campaigns for a Lease and runs a leadership, a term, each time this process
 // holds it, for as long as the process runs.
 type leaderElection struct {
@@ -142,9 +136,11 @@ func newLeaderElection(client clientset.Interface, le config.LeaderElection, hea
 
 // term runs the controllers of one leadership until ctx ends, and returns once they have
 // stopped writing. leaseRV is the resource version of the Lease just acquired: every change
-// the API server made before the acquisition has a smaller one. constructed reports whether
-// it got as far as constructing the controllers; an error says they could not be.
-type term func(ctx context.Context, leaseRV string) (constructed bool, err error)
+// the API server made before the acquisition has a smaller one. lost is closed when the
+// Lease is lost or its renewal overdue, even after ctx ended for a shutdown: the writes still
+// in flight must then stop at once rather than be seen through. constructed reports whether it
+// got as far as constructing the controllers; an error says they could not be.
+type term func(ctx context.Context, leaseRV string, lost <-chan struct{}) (constructed bool, err error)
 
 // run campaigns for the Lease and runs run for each leadership, until ctx ends. It returns
 // nil then, or the error of the first leadership's construction (a config error, as at any
@@ -253,9 +249,22 @@ func (e *leaderElection) campaign(ctx context.Context, run term) (led bool, err 
 func (e *leaderElection) runTerm(ctx context.Context, cancel context.CancelCauseFunc, lock *guardedLock, run term) (constructed bool, err error) {
 	logger := klog.FromContext(ctx)
 	e.health.setPhase(phaseCatchingUp)
-	stopFence := fence(ctx, cancel, lock, e.cfg.RenewDeadline)
+	lost := make(chan struct{})
+	var lostOnce sync.Once
+	markLost := func() { lostOnce.Do(func() { close(lost) }) }
+	// The fence outlives the leadership's context: a shutdown that sees its writes through
+	// must still stop them if the Lease is lost meanwhile.
+	stopFence := fence(lock, e.cfg.RenewDeadline, func() {
+		cancel(errRenewalOverdue)
+		markLost()
+	})
 	defer stopFence()
 	stopping := context.AfterFunc(ctx, func() {
+		// Only a shutdown ends a leadership whose Lease is still held; client-go ending it
+		// leaves context.Canceled as the cause.
+		if !errors.Is(context.Cause(ctx), errShuttingDown) {
+			markLost()
+		}
 		e.health.setPhase(phaseStopping)
 		e.health.stopping(time.Now())
 		logger.Info("Leadership ended; stopping the controllers", "lease", klog.KRef(e.namespace, e.cfg.ResourceName), "cause", context.Cause(ctx))
@@ -278,23 +287,23 @@ func (e *leaderElection) runTerm(ctx context.Context, cancel context.CancelCause
 	}); err != nil {
 		return false, nil
 	}
-	return run(ctx, leaseRV)
+	return run(ctx, leaseRV, lost)
 }
 
-// fence ends the leadership of ctx with errRenewalOverdue when the Lease has not been renewed
-// for renewDeadline since the start of its last successful renewal. client-go gives a
-// leadership up only a retryPeriod later, and another replica may take the Lease
-// leaseDuration after it saw the renewal: this leaves leaseDuration - renewDeadline for the
-// writes in flight to end. It returns the func that stops the fence.
-func fence(ctx context.Context, cancel context.CancelCauseFunc, lock *guardedLock, renewDeadline time.Duration) func() {
-	fenceCtx, stop := context.WithCancel(ctx)
+// fence calls overdue when the Lease has not been renewed for renewDeadline since the start of
+// its last successful renewal. client-go gives a leadership up only a retryPeriod later, and
+// another replica may take the Lease leaseDuration after it saw the renewal: this leaves
+// leaseDuration - renewDeadline for the writes in flight to end. It returns the func that
+// stops the fence.
+func fence(lock *guardedLock, renewDeadline time.Duration, overdue func()) func() {
+	fenceCtx, stop := context.WithCancel(context.Background())
 	go func() {
 		timer := time.NewTimer(renewDeadline)
 		defer timer.Stop()
 		for {
 			wait := time.Until(lock.renewed().Add(renewDeadline))
 			if wait <= 0 {
-				cancel(errRenewalOverdue)
+				overdue()
 				return
 			}
 			timer.Reset(wait)

@@ -108,9 +108,11 @@ type termLog struct {
 type termRecord struct {
 	began, ended time.Time
 	cause        error
+	// lost: the term was told its Lease was lost, to stop its writes in flight.
+	lost bool
 }
 
-func (l *termLog) run(ctx context.Context, _ string) (bool, error) {
+func (l *termLog) run(ctx context.Context, _ string, lost <-chan struct{}) (bool, error) {
 	if l.active.Add(1) > 1 {
 		l.overlap.Store(true)
 	}
@@ -120,8 +122,14 @@ func (l *termLog) run(ctx context.Context, _ string) (bool, error) {
 	l.mu.Unlock()
 	<-ctx.Done()
 	time.Sleep(l.stopDelay)
+	wasLost := false
+	select {
+	case <-lost:
+		wasLost = true
+	default:
+	}
 	l.mu.Lock()
-	l.terms[i].ended, l.terms[i].cause = time.Now(), context.Cause(ctx)
+	l.terms[i].ended, l.terms[i].cause, l.terms[i].lost = time.Now(), context.Cause(ctx), wasLost
 	l.mu.Unlock()
 	l.active.Add(-1)
 	return true, nil
@@ -184,8 +192,8 @@ func TestLostLeaseStandsByAndLeadsAgain(t *testing.T) {
 	outage := time.Now()
 	waitFor(t, "the first term to end", 5*time.Second, func() bool { return !log.snapshot()[0].ended.IsZero() })
 	first := log.snapshot()[0]
-	if !errors.Is(first.cause, errLeadershipLost) {
-		t.Errorf("the term ended with %v, want the lease lost", first.cause)
+	if !errors.Is(first.cause, errLeadershipLost) || !first.lost {
+		t.Errorf("the term ended with %v (told lost: %v), want the lease lost", first.cause, first.lost)
 	}
 	if lasted := first.ended.Sub(outage); lasted > testLease.LeaseDuration {
 		t.Errorf("the term stopped %v into the outage, after the lease (%v) could have been taken", lasted, testLease.LeaseDuration)
@@ -216,8 +224,8 @@ func TestLostLeaseStandsByAndLeadsAgain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("the election returned %v on shutdown", err)
 	}
-	if ended := log.snapshot()[1]; !errors.Is(ended.cause, errShuttingDown) {
-		t.Errorf("the second term ended with %v, want shutting down", ended.cause)
+	if ended := log.snapshot()[1]; !errors.Is(ended.cause, errShuttingDown) || ended.lost {
+		t.Errorf("the second term ended with %v (told lost: %v), want shutting down with the lease held", ended.cause, ended.lost)
 	}
 }
 
@@ -254,7 +262,7 @@ func TestFenceEndsTheTermBeforeTheLeaseExpires(t *testing.T) {
 	lock.record(leaseRecord("me"), time.Now())
 	termCtx, cancelTerm := context.WithCancelCause(ctx)
 	defer cancelTerm(nil)
-	stop := fence(termCtx, cancelTerm, lock, testLease.RenewDeadline)
+	stop := fence(lock, testLease.RenewDeadline, func() { cancelTerm(errRenewalOverdue) })
 	defer stop()
 	// Renewals go on for a while, then stop.
 	for range 5 {

@@ -19,11 +19,16 @@ package app
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
 // warmInformers registers in cc's factories every informer the enabled controllers will ask
@@ -39,32 +44,38 @@ import (
 func warmInformers(ctx context.Context, cc ControllerContext) []watchedInformer {
 	cfg := cc.Config
 	var watched []watchedInformer
-	add := func(name string, informer cache.SharedIndexInformer) {
-		if !slices.ContainsFunc(watched, func(w watchedInformer) bool { return w.informer == informer }) {
-			watched = append(watched, watchedInformer{name: name, informer: informer})
-		}
+	// The factories' typed accessors register an informer and return it wrapped; the
+	// factories' own InformerFor returns it as registered, able to list again when it was
+	// registered so (see relistable).
+	kube := func(name string, obj runtime.Object, register func() cache.SharedIndexInformer) {
+		register()
+		watched = append(watched, watchedInformer{name: name, informer: cc.KubeInformers.InformerFor(obj, nil)})
+	}
+	spire := func(name string, obj runtime.Object, register func() cache.SharedIndexInformer) {
+		register()
+		watched = append(watched, watchedInformer{name: name, informer: cc.SpireInformers.InformerFor(obj, nil)})
 	}
 	if cfg.Reconcile.ClusterSPIFFEIDs || cfg.PodCertificates.Enabled {
 		narrowInformers(cc)
 		narrowPodProjection(ctx, cc)
-		add("pods", cc.KubeInformers.Core().V1().Pods().Informer())
-		add("namespaces", cc.KubeInformers.Core().V1().Namespaces().Informer())
-		add("nodes", cc.KubeInformers.Core().V1().Nodes().Informer())
-		add("endpointslices", cc.KubeInformers.Discovery().V1().EndpointSlices().Informer())
-		add("clusterspiffeids", cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs().Informer())
+		kube("pods", &corev1.Pod{}, cc.KubeInformers.Core().V1().Pods().Informer)
+		kube("namespaces", &corev1.Namespace{}, cc.KubeInformers.Core().V1().Namespaces().Informer)
+		kube("nodes", &corev1.Node{}, cc.KubeInformers.Core().V1().Nodes().Informer)
+		kube("endpointslices", &discoveryv1.EndpointSlice{}, cc.KubeInformers.Discovery().V1().EndpointSlices().Informer)
+		spire("clusterspiffeids", &spirev1alpha1.ClusterSPIFFEID{}, cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs().Informer)
 	}
 	if cfg.Reconcile.ClusterSPIFFEIDs || cfg.Reconcile.ClusterStaticEntries {
 		registerClusterStaticEntryInformer(cc)
-		add("clusterstaticentries", cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries().Informer())
+		spire("clusterstaticentries", &spirev1alpha1.ClusterStaticEntry{}, cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries().Informer)
 	}
 	if cfg.Reconcile.ClusterFederatedTrustDomains {
 		registerClusterFederatedTrustDomainInformer(cc)
-		add("clusterfederatedtrustdomains", cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains().Informer())
+		spire("clusterfederatedtrustdomains", &spirev1alpha1.ClusterFederatedTrustDomain{}, cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains().Informer)
 	}
 	if cfg.PodCertificates.Enabled {
 		requests, bundles := podCertificateInformers(cc)
-		add("podcertificaterequests", requests.Informer())
-		add("clustertrustbundles", bundles.Informer())
+		kube("podcertificaterequests", &certificatesv1.PodCertificateRequest{}, requests.Informer)
+		kube("clustertrustbundles", &certificatesv1.ClusterTrustBundle{}, bundles.Informer)
 	}
 	return watched
 }
@@ -79,6 +90,15 @@ func runWarmStandby(ctx context.Context, cc ControllerContext, workers int, heal
 	defer cc.SpireInformers.Shutdown()
 	defer cancel()
 	return runElected(ctx, informerCtx, cc, workers, health)
+}
+
+// RegisterInformers registers in cc's factories every informer the controllers of cc.Config
+// read, narrowed as the config says, as RunLeaderElected does. An embedder whose own
+// controllers share some of these informers calls it before constructing them, so that the
+// shared informers are the ones a new leader can bring up to date in a second after an
+// outage (an informer registered first by other code is kept, and caught up by its events).
+func RegisterInformers(ctx context.Context, cc ControllerContext) {
+	warmInformers(ctx, cc)
 }
 
 // RunLeaderElected runs spire-registrar's controllers under leader election
@@ -138,8 +158,8 @@ func runElected(ctx, informerCtx context.Context, cc ControllerContext, workers 
 		return nil
 	}
 	logger.Info("Informer caches synced; asking for the lease", "duration", time.Since(start))
-	return election.run(ctx, func(ctx context.Context, leaseRV string) (bool, error) {
-		return runLeader(ctx, informerCtx, cc, workers, health, informers, leaseRV)
+	return election.run(ctx, func(ctx context.Context, leaseRV string, lost <-chan struct{}) (bool, error) {
+		return runLeader(ctx, informerCtx, cc, workers, health, informers, leaseRV, lost)
 	})
 }
 
@@ -149,11 +169,11 @@ func runElected(ctx, informerCtx context.Context, cc ControllerContext, workers 
 // that have synced, receive every cached object as an add, as on a cold start but without
 // listing the API; the controllers remove them when they stop. Nothing is written before
 // each controller's first full resync, which lists SPIRE afresh: another replica may have
-// written to it since this one last led. When the Lease is lost, SPIRE writes already sent
-// are cancelled and those not yet sent dropped; on shutdown they are seen through, so that
-// the Lease is released only after them. informerCtx bounds any informer a controller asks
-// for that warmInformers did not start.
-func runLeader(ctx, informerCtx context.Context, cc ControllerContext, workers int, health *Health, informers []watchedInformer, leaseRV string) (bool, error) {
+// written to it since this one last led. When the Lease is lost (lost closed), SPIRE writes
+// already sent are cancelled and those not yet sent dropped; on shutdown they are seen
+// through, so that the Lease is released only after them. informerCtx bounds any informer a
+// controller asks for that warmInformers did not start.
+func runLeader(ctx, informerCtx context.Context, cc ControllerContext, workers int, health *Health, informers []watchedInformer, leaseRV string, lost <-chan struct{}) (bool, error) {
 	if err := awaitCaughtUp(ctx, informers, leaseRV); err != nil {
 		return false, nil
 	}
@@ -161,13 +181,21 @@ func runLeader(ctx, informerCtx context.Context, cc ControllerContext, workers i
 	if err != nil {
 		return false, err
 	}
-	defer release(false)
-	abort := context.AfterFunc(ctx, func() {
-		if leadershipLost(ctx) {
+	stopped := make(chan struct{})
+	aborted := make(chan struct{})
+	go func() {
+		defer close(aborted)
+		select {
+		case <-lost:
 			release(true)
+		case <-stopped:
 		}
-	})
-	defer abort()
+	}()
+	defer func() {
+		close(stopped)
+		<-aborted
+		release(false)
+	}()
 	health.setControllers(controllers)
 	defer health.setControllers(nil)
 	cc.KubeInformers.Start(informerCtx.Done())
