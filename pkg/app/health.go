@@ -57,6 +57,12 @@ type Health struct {
 	stopTimeout time.Duration
 }
 
+// Watch makes readiness, without leader election, wait for the first sync of controllers
+// (those of NewControllers, for an embedder that runs them itself).
+func (h *Health) Watch(controllers []Controller) {
+	h.setControllers(controllers)
+}
+
 // setControllers sets the controllers whose sync readiness waits for.
 func (h *Health) setControllers(cs []Controller) {
 	h.mu.Lock()
