@@ -259,7 +259,15 @@ func (e *leaderElection) runTerm(ctx context.Context, cancel context.CancelCause
 		markLost()
 	})
 	defer stopFence()
-	stopping := context.AfterFunc(ctx, func() {
+	// Once the leadership ends, the term is stopping until run returns; Health bounds that.
+	returned, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-returned:
+			return
+		case <-ctx.Done():
+		}
 		// Only a shutdown ends a leadership whose Lease is still held; client-go ending it
 		// leaves context.Canceled as the cause.
 		if !errors.Is(context.Cause(ctx), errShuttingDown) {
@@ -268,11 +276,11 @@ func (e *leaderElection) runTerm(ctx context.Context, cancel context.CancelCause
 		e.health.setPhase(phaseStopping)
 		e.health.stopping(time.Now())
 		logger.Info("Leadership ended; stopping the controllers", "lease", klog.KRef(e.namespace, e.cfg.ResourceName), "cause", context.Cause(ctx))
-	})
+	}()
 	defer func() {
-		if !stopping() {
-			e.health.stopping(time.Time{})
-		}
+		close(returned)
+		<-watched
+		e.health.stopping(time.Time{})
 	}()
 
 	var leaseRV string

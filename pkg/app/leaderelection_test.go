@@ -208,6 +208,9 @@ func TestLostLeaseStandsByAndLeadsAgain(t *testing.T) {
 	if got := health.Phase(); got != phaseStandingBy.String() {
 		t.Errorf("phase during the outage = %q, want %q", got, phaseStandingBy)
 	}
+	if health.stoppingSince.Load() != 0 {
+		t.Errorf("Health still counts a stopped term as stopping: liveness would fail %v later", termStopTimeout)
+	}
 
 	api.down.Store(false)
 	back := time.Now()
