@@ -397,14 +397,3 @@ func logMilestones(t *testing.T, name string, r *replica) {
 		}
 	}
 }
-
-// lastLogLine is the last line of logs that contains message, or "".
-func lastLogLine(logs, message string) string {
-	lines := strings.Split(logs, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(lines[i], message) {
-			return lines[i]
-		}
-	}
-	return ""
-}

@@ -61,11 +61,8 @@ func newLeaseAPI() *leaseAPI {
 			return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 		}
 		var lease *coordinationv1.Lease
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			lease, _ = a.GetObject().(*coordinationv1.Lease)
-		case k8stesting.UpdateAction:
-			lease, _ = a.GetObject().(*coordinationv1.Lease)
+		if write, ok := action.(interface{ GetObject() runtime.Object }); ok {
+			lease, _ = write.GetObject().(*coordinationv1.Lease)
 		}
 		if lease != nil {
 			holder := ""
