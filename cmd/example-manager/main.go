@@ -18,6 +18,9 @@ limitations under the License.
 // of its own: one set of clients and shared informer factories feeds spire-registrar's
 // controllers and the team's own controller (here a trivial one that records how many pods
 // each namespace has in a ConfigMap), all started together, as in kube-controller-manager.
+// With leaderElection.leaderElect in the config, spire-registrar's controllers run only while
+// this replica holds the Lease, and a lost Lease (an API server outage, say) stops them until
+// the replica holds it again: the binary keeps running, and so does its own controller.
 package main
 
 import (
@@ -71,6 +74,16 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 	if err != nil {
 		return err
 	}
+	// The informers get clients whose connections wait for an API server that is away, so
+	// that they see it again within a second of its return (see app.InformerConfig).
+	informerKube, err := clientset.NewForConfig(app.InformerConfig(restConfig))
+	if err != nil {
+		return err
+	}
+	informerSpire, err := spireclientset.NewForConfig(app.InformerConfig(restConfig))
+	if err != nil {
+		return err
+	}
 	spireClient, err := app.DialSPIRE(ctx, cfg)
 	if err != nil {
 		return err
@@ -83,15 +96,41 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 
 	// One pair of factories for everything the binary runs: the pod informer below is the
 	// same one spire-registrar's entry controller uses, so pods are cached once.
-	kubeInformers, spireInformers := app.NewInformerFactories(kubeClient, spireAPIClient)
+	kubeInformers, spireInformers := app.NewInformerFactories(informerKube, informerSpire)
+	cc := app.ControllerContext{
+		Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireAPIClient,
+		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient,
+	}
+	health := &app.Health{}
+	if cfg.HealthProbeBindAddress != config.DisabledAddress {
+		if _, err := app.Serve(ctx, "health", cfg.HealthProbeBindAddress, health.Handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
+			return err
+		}
+	}
+
+	if cfg.LeaderElection.Enabled {
+		// spire-registrar's informers first, so that the pod informer shared with the
+		// controller below is spire-registrar's; then its controllers, under the Lease, and
+		// ours, on every replica.
+		app.RegisterInformers(ctx, cc)
+		own, err := newPodCountController(kubeInformers.Core().V1().Pods(), kubeClient, statusNamespace)
+		if err != nil {
+			return err
+		}
+		defer kubeInformers.Shutdown()
+		defer spireInformers.Shutdown()
+		var wg sync.WaitGroup
+		var runErr error
+		wg.Go(func() { runErr = app.RunLeaderElected(ctx, cc, 4, health) })
+		wg.Go(func() { own.Run(ctx) })
+		wg.Wait()
+		return runErr
+	}
 
 	// 1. Construct every controller before starting the factories, so that the informers they
 	//    ask for are started too. SPIRE is the client as dialled: spire-registrar puts its
 	//    metrics and batching (or, with DryRun, its dry-run client) around it.
-	registrar, err := app.NewControllers(ctx, app.ControllerContext{
-		Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireAPIClient,
-		KubeInformers: kubeInformers, SpireInformers: spireInformers, SPIRE: spireClient,
-	})
+	registrar, err := app.NewControllers(ctx, cc)
 	if err != nil {
 		return err
 	}
@@ -99,6 +138,7 @@ func run(ctx context.Context, kubeconfig, configFile, statusNamespace string) er
 	if err != nil {
 		return err
 	}
+	health.Watch(registrar)
 
 	// 2. Start the shared factories.
 	kubeInformers.Start(ctx.Done())

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,102 @@ func TestEmbeddedManager(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the embedded controllers did not both do their work")
+	}
+}
+
+// TestEmbeddedManagerSurvivesAPIServerOutage runs the example manager with leader election
+// through an API server outage longer than its lease: the library stops spire-registrar's
+// controllers and stands by, without exiting the embedding binary, and leads again once the
+// API server is back, registering a pod created then.
+func TestEmbeddedManagerSurvivesAPIServerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real kube-apiserver and spire-server")
+	}
+	bin := filepath.Join(t.TempDir(), "example-manager")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	stack := realcluster.NewStack(t)
+	kube, spire, client := stack.Kube, stack.SPIRE, stack.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	node, err := realcluster.CreateNode(ctx, client, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "all"},
+		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/pod/{{ .PodMeta.Name }}"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := realcluster.CreatePod(ctx, client, "default", "before", node.Name); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(config, []byte("trustDomain: example.org\nclusterName: it\nspireServerSocketPath: "+spire.SocketPath()+
+		"\nleaderElection: {leaderElect: true, resourceName: example-manager, resourceNamespace: default, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs realcluster.SyncBuffer
+	cmd := exec.Command(bin, "--kubeconfig", kube.Kubeconfig(), "--config", config)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("example-manager output:\n%s", logs.String())
+		}
+	}()
+	hasEntry := func(pod string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			entries, err := spire.EntryShow(ctx)
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range entries {
+				if e.SPIFFEID == "spiffe://example.org/pod/"+pod {
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, hasEntry("before")); err != nil {
+		t.Fatal("the embedded controllers did not register the first pod")
+	}
+
+	kube.StopAPIServer()
+	time.Sleep(15 * time.Second)
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("example-manager exited during the API server outage: %v", err)
+	default:
+	}
+	if err := kube.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	if _, err := realcluster.CreatePod(ctx, client, "default", "after", node.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, hasEntry("after")); err != nil {
+		t.Fatal("the embedded controllers did not lead again after the outage")
+	}
+	t.Logf("a pod created after the outage got its entry %v after the API server returned", time.Since(back).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "Leadership ended") {
+		t.Errorf("the leadership never ended during an outage longer than the lease")
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("example-manager exited: %v", err)
+	default:
 	}
 }

@@ -171,13 +171,13 @@ func NewControllers(ctx context.Context, cc ControllerContext) ([]Controller, er
 	if err != nil {
 		return nil, err
 	}
-	context.AfterFunc(ctx, release)
+	context.AfterFunc(ctx, func() { release(false) })
 	return controllers, nil
 }
 
 // newControllers constructs every enabled controller on one SPIRE client chain, and returns
-// the func that releases the chain once they have stopped.
-func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, func(), error) {
+// the func that releases the chain (see spireChain).
+func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, func(abort bool), error) {
 	if cc.SPIREIdentity == "" {
 		cc.SPIREIdentity = ownIdentity(cc.SPIRE)
 	}
@@ -194,7 +194,7 @@ func newControllers(ctx context.Context, cc ControllerContext) ([]Controller, fu
 		}
 		c, err := d.Constructor(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), d.Name)), cc)
 		if err != nil {
-			release()
+			release(false)
 			return nil, nil, fmt.Errorf("constructing %s: %w", d.Name, err)
 		}
 		controllers = append(controllers, c)
@@ -221,7 +221,7 @@ func Run(ctx context.Context, cc ControllerContext, workers int, health *Health)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer release(false)
 	if health != nil {
 		health.setControllers(controllers)
 	}

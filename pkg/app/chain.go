@@ -31,18 +31,24 @@ import (
 // An embedder that brings its own batching, to tune or observe it, passes a spire.BatchedAPI:
 // it is kept, not batched again, and stays the embedder's to close; the metrics then count
 // the controllers' calls rather than the RPCs.
-func spireChain(cc ControllerContext) (api spire.API, release func()) {
+func spireChain(cc ControllerContext) (api spire.API, release func(abort bool)) {
 	instrumented := metrics.InstrumentSPIRE(cc.SPIRE)
 	if cc.DryRun {
-		return spire.DryRun(instrumented, cc.DryRunOutput), func() {}
+		return spire.DryRun(instrumented, cc.DryRunOutput), func(bool) {}
 	}
 	if _, batched := cc.SPIRE.(spire.BatchedAPI); batched {
-		return instrumented, func() {}
+		return instrumented, func(bool) {}
 	}
 	var opts spire.BatchingOptions
 	if cc.Config != nil {
 		opts.Spread = cc.Config.WriteSpread
 	}
 	batched := spire.NewBatchedAPI(instrumented, opts)
-	return batched, batched.Drain
+	return batched, func(abort bool) {
+		if abort {
+			batched.Close()
+			return
+		}
+		batched.Drain()
+	}
 }

@@ -74,7 +74,7 @@ func TestSPIREChainNeverWritesInADryRun(t *testing.T) {
 		if _, err := api.DeleteFederationRelationships(ctx, []string{"partner.org"}); err != nil {
 			t.Fatal(err)
 		}
-		release()
+		release(false)
 		lines := strings.Count(plan.String(), "\n")
 		switch {
 		case dryRun && (len(server.writes) != 0 || lines != 2):
@@ -97,7 +97,7 @@ func TestSPIREChainKeepsAnEmbeddersBatching(t *testing.T) {
 		if _, err := api.CreateEntries(ctx, []*types.Entry{{SpiffeId: &types.SPIFFEID{TrustDomain: "example.org", Path: "/web"}}}); err != nil {
 			t.Fatal(err)
 		}
-		release()
+		release(false)
 		wantCalls := int64(1)
 		if dryRun {
 			wantCalls = 0
@@ -134,7 +134,7 @@ func TestSPIREChainListsPageByPage(t *testing.T) {
 		if err := spire.ListEntryPages(context.Background(), api, func([]*types.Entry) error { pages++; return nil }); err != nil {
 			t.Fatal(err)
 		}
-		release()
+		release(false)
 		if pages != 3 {
 			t.Errorf("dryRun=%v: the chain handed over %d pages of SPIRE's 3", dryRun, pages)
 		}
@@ -162,7 +162,7 @@ func TestSPIREChainWatchesReconnects(t *testing.T) {
 			seen = true
 			cancel()
 		})
-		release()
+		release(false)
 		if !watched || !seen {
 			t.Errorf("dryRun=%v: the chain watched %v and reported the reconnection %v, want both", dryRun, watched, seen)
 		}

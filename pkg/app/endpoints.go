@@ -29,6 +29,8 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 )
 
 // registerEndpointsAsSlicesInformer makes the factory's EndpointSlice informer read v1
@@ -70,7 +72,7 @@ func registerEndpointsAsSlicesInformer(factory informers.SharedInformerFactory, 
 				}), nil
 			},
 		}
-		return cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, resync, namespaceIndexers)
+		return informercache.NewRelistableInformer(lw, &discoveryv1.EndpointSlice{}, resync, namespaceIndexers)
 	})
 }
 

@@ -44,6 +44,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 	if cc.StaticSource != nil {
 		statics = cc.StaticSource.ClusterStaticEntries()
 	} else {
+		registerClusterStaticEntryInformer(cc)
 		statics = cc.SpireInformers.Spire().V1alpha1().ClusterStaticEntries()
 	}
 	opts := entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity))

@@ -37,6 +37,7 @@ func newFederationController(ctx context.Context, cc ControllerContext) (Control
 	if cc.StaticSource != nil {
 		informer = cc.StaticSource.ClusterFederatedTrustDomains()
 	} else {
+		registerClusterFederatedTrustDomainInformer(cc)
 		informer = cc.SpireInformers.Spire().V1alpha1().ClusterFederatedTrustDomains()
 	}
 	c, err := federation.NewController(ctx,

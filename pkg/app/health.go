@@ -32,16 +32,35 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
-// Health is what the health probes report. Liveness: the process serves requests (and, under
-// leader election, a leader still renews its lease). Readiness: every controller finished its
-// first sync with SPIRE — or the process is a standby, waiting for the lease, which is ready.
+// Health is what the health probes report, with the meaning the official SPIRE Helm chart
+// gives them when spire-registrar runs beside spire-server in its pod (docs/metrics.md):
+//
+//   - liveness fails only when the process cannot recover by itself: the controllers of a
+//     leadership that ended have not stopped within termStopTimeout, so that only a restart
+//     makes sure they write no more. An unreachable API server or SPIRE server never fails
+//     it: the process waits for them and resumes on its own.
+//   - readiness fails only while the process starts: before leader election begins, or,
+//     without leader election, until every controller completed its first sync. Once ready,
+//     the process stays ready through API server and SPIRE outages and through changes of
+//     leader, so that the SPIRE server it runs beside stays in its Service.
 type Health struct {
 	mu          sync.Mutex
 	controllers []Controller
-	// electing is set when leader election is on; leading once this process holds the lease.
-	electing, leading atomic.Bool
-	// leaseCheck reports a leader that stopped renewing its lease.
-	leaseCheck func(*http.Request) error
+	// electing is set when leader election is on and the process is past its start.
+	electing atomic.Bool
+	// phase is where leader election is (a leadershipPhase).
+	phase atomic.Int32
+	// stoppingSince is when the controllers of the current leadership were told to stop
+	// (UnixNano), 0 when none is stopping.
+	stoppingSince atomic.Int64
+	// stopTimeout bounds stoppingSince; 0 means termStopTimeout.
+	stopTimeout time.Duration
+}
+
+// Watch makes readiness, without leader election, wait for the first sync of controllers
+// (those of NewControllers, for an embedder that runs them itself).
+func (h *Health) Watch(controllers []Controller) {
+	h.setControllers(controllers)
 }
 
 // setControllers sets the controllers whose sync readiness waits for.
@@ -51,46 +70,82 @@ func (h *Health) setControllers(cs []Controller) {
 	h.controllers = cs
 }
 
+// setPhase records where leader election is.
+func (h *Health) setPhase(p leadershipPhase) {
+	h.phase.Store(int32(p))
+}
+
+// Phase is where leader election is: "standing by", "leading", ... (see leadershipPhase); ""
+// without leader election.
+func (h *Health) Phase() string {
+	if !h.electing.Load() {
+		return ""
+	}
+	return leadershipPhase(h.phase.Load()).String()
+}
+
+// stopping records that the controllers of the current leadership were told to stop at t;
+// the zero time records that they stopped.
+func (h *Health) stopping(t time.Time) {
+	if t.IsZero() {
+		h.stoppingSince.Store(0)
+		return
+	}
+	h.stoppingSince.Store(t.UnixNano())
+}
+
 // Ready returns why the process is not ready, or nil.
 func (h *Health) Ready() error {
-	if h.electing.Load() && !h.leading.Load() {
+	if h.electing.Load() {
+		// Standing by, catching up, leading or stopping: none of them is a reason to take the
+		// SPIRE server beside this process out of its Service.
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.controllers) == 0 {
-		return errors.New("controllers not started")
+		return errors.New("starting: the controllers are not constructed yet")
 	}
 	for _, c := range h.controllers {
 		if !c.HasSynced() {
-			return fmt.Errorf("%s has not completed its first sync with SPIRE", c.Name())
+			return fmt.Errorf("%s has not completed its first sync: it waits for its informers' caches (the API server), then for a full resync with SPIRE", c.Name())
 		}
 	}
 	return nil
 }
 
-// alive returns why the process should be restarted, or nil.
-func (h *Health) alive(r *http.Request) error {
-	if h.leaseCheck != nil {
-		return h.leaseCheck(r)
+// Alive returns why the process should be restarted, or nil.
+func (h *Health) Alive() error {
+	since := h.stoppingSince.Load()
+	if since == 0 {
+		return nil
+	}
+	timeout := h.stopTimeout
+	if timeout <= 0 {
+		timeout = termStopTimeout
+	}
+	if stuck := time.Since(time.Unix(0, since)); stuck > timeout {
+		return fmt.Errorf("the controllers of the leadership that ended %v ago have not stopped (bound %v): only a restart makes sure they write no more", stuck.Round(time.Second), timeout)
 	}
 	return nil
 }
 
-// handler serves the liveness and readiness endpoints under the given names.
-func (h *Health) handler(livenessName, readinessName string) http.Handler {
+// Handler serves the liveness and readiness endpoints under the given names (the config's
+// health.livenessEndpointName and readinessEndpointName, "healthz" and "readyz" by default).
+// A probe that fails answers 503 with the reason.
+func (h *Health) Handler(livenessName, readinessName string) http.Handler {
 	mux := http.NewServeMux()
-	probe := func(check func(*http.Request) error) http.HandlerFunc {
+	probe := func(check func() error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if err := check(r); err != nil {
+			if err := check(); err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
 			_, _ = w.Write([]byte("ok"))
 		}
 	}
-	mux.Handle("/"+livenessName, probe(h.alive))
-	mux.Handle("/"+readinessName, probe(func(*http.Request) error { return h.Ready() }))
+	mux.Handle("/"+livenessName, probe(h.Alive))
+	mux.Handle("/"+readinessName, probe(h.Ready))
 	return mux
 }
 

@@ -39,7 +39,7 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	limits := defaultServeLimits()
 	limits.idleTimeout = time.Second
-	addr, err := serve(ctx, "health", "127.0.0.1:0", (&Health{}).handler("healthz", "readyz"), limits)
+	addr, err := serve(ctx, "health", "127.0.0.1:0", (&Health{}).Handler("healthz", "readyz"), limits)
 	if err != nil {
 		t.Fatal(err)
 	}

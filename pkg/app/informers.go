@@ -28,54 +28,114 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
-	spireinformersv1alpha1 "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
+	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 )
 
 // namespaceIndexers are the indexers client-go's factories give every informer.
 var namespaceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 
 // narrowInformers registers, in the shared factories and before any controller asks for them,
-// the informers the config narrows: ClusterSPIFFEIDs by clusterSPIFFEIDLabelSelector and
-// filterByClassName, pods and EndpointSlices by cacheNamespaces. A factory returns the
-// informer first registered for a type, so the controllers then get these. An embedder whose
-// factory already holds such an informer keeps its own. When pods are projected, the pod
-// informer is always registered here, so that it can list again when the projection widens.
+// the informers of the pod side of the controllers (pods, namespaces, nodes, EndpointSlices and
+// ClusterSPIFFEIDs), narrowed as the config says: ClusterSPIFFEIDs by
+// clusterSPIFFEIDLabelSelector and filterByClassName, pods and EndpointSlices by
+// cacheNamespaces. A factory returns the informer first registered for a type, so the
+// controllers then get these. An embedder whose factory already holds such an informer keeps
+// its own. Each one registered here can list again (see relistable), so that a new leader can
+// tell when its cache has caught up with the API server.
 func narrowInformers(cc ControllerContext) {
 	cfg := cc.Config
+	spire := cc.SpireInformers
+	var clusterSPIFFEIDs func(*metav1.ListOptions)
 	if len(cfg.ClusterSPIFFEIDLabels) > 0 {
 		selector := labels.SelectorFromSet(cfg.ClusterSPIFFEIDLabels).String()
-		cc.SpireInformers.InformerFor(&spirev1alpha1.ClusterSPIFFEID{}, func(client spireclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return spireinformersv1alpha1.NewFilteredClusterSPIFFEIDInformer(client, resync, namespaceIndexers,
-				func(o *metav1.ListOptions) { o.LabelSelector = selector })
-		})
+		clusterSPIFFEIDs = func(o *metav1.ListOptions) { o.LabelSelector = selector }
 	}
+	spire.InformerFor(&spirev1alpha1.ClusterSPIFFEID{}, func(client spireclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.SpireV1alpha1().ClusterSPIFFEIDs()
+		return relistable(&spirev1alpha1.ClusterSPIFFEID{}, client, c.List, c.Watch, clusterSPIFFEIDs, resync)
+	})
 	namespace, selectors := namespaceScope(cfg.CacheNamespaces)
-	narrowed := namespace != "" || selectors != (config.NamespaceCache{})
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = selectors.LabelSelector, selectors.FieldSelector
 	}
 	if cc.PodProjection != nil {
 		cc.PodProjection.RegisterInformer(cc.KubeInformers, namespace, tweak)
-	} else if narrowed {
+	} else {
 		cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewFilteredPodInformer(client, namespace, resync, namespaceIndexers, tweak)
+			c := client.CoreV1().Pods(namespace)
+			return relistable(&corev1.Pod{}, client, c.List, c.Watch, tweak, resync)
 		})
 	}
 	if cc.ReadEndpoints {
 		registerEndpointsAsSlicesInformer(cc.KubeInformers, namespace, tweak)
-	} else if narrowed {
+	} else {
 		cc.KubeInformers.InformerFor(&discoveryv1.EndpointSlice{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return discoveryinformers.NewFilteredEndpointSliceInformer(client, namespace, resync, namespaceIndexers, tweak)
+			c := client.DiscoveryV1().EndpointSlices(namespace)
+			return relistable(&discoveryv1.EndpointSlice{}, client, c.List, c.Watch, tweak, resync)
 		})
 	}
+	cc.KubeInformers.InformerFor(&corev1.Namespace{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.CoreV1().Namespaces()
+		return relistable(&corev1.Namespace{}, client, c.List, c.Watch, nil, resync)
+	})
+	cc.KubeInformers.InformerFor(&corev1.Node{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.CoreV1().Nodes()
+		return relistable(&corev1.Node{}, client, c.List, c.Watch, nil, resync)
+	})
+}
+
+// registerClusterStaticEntryInformer registers the ClusterStaticEntries' informer, able to
+// list again, unless the factory holds one already.
+func registerClusterStaticEntryInformer(cc ControllerContext) {
+	cc.SpireInformers.InformerFor(&spirev1alpha1.ClusterStaticEntry{}, func(client spireclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.SpireV1alpha1().ClusterStaticEntries()
+		return relistable(&spirev1alpha1.ClusterStaticEntry{}, client, c.List, c.Watch, nil, resync)
+	})
+}
+
+// registerClusterFederatedTrustDomainInformer registers the ClusterFederatedTrustDomains'
+// informer, able to list again, unless the factory holds one already.
+func registerClusterFederatedTrustDomainInformer(cc ControllerContext) {
+	cc.SpireInformers.InformerFor(&spirev1alpha1.ClusterFederatedTrustDomain{}, func(client spireclientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.SpireV1alpha1().ClusterFederatedTrustDomains()
+		return relistable(&spirev1alpha1.ClusterFederatedTrustDomain{}, client, c.List, c.Watch, nil, resync)
+	})
+}
+
+// relistable is the informer of obj that a factory makes, listing and watching with list and
+// watch narrowed by tweak (nil for none), except that it can be made to list again (see
+// informercache.RelistableInformer). client is the clientset list and watch belong to: a fake
+// one cannot stream a watch-list.
+func relistable[L runtime.Object](obj runtime.Object, client any,
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	tweak func(*metav1.ListOptions), resync time.Duration,
+) cache.SharedIndexInformer {
+	narrow := func(o *metav1.ListOptions) {
+		if tweak != nil {
+			tweak(o)
+		}
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			narrow(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			narrow(&o)
+			return watchFn(ctx, o)
+		},
+	}
+	return informercache.NewRelistableInformer(cache.ToListerWatcherWithContext(cache.ToListWatcherWithWatchListSemantics(lw, client)),
+		obj, resync, namespaceIndexers)
 }
 
 // namespaceScope is the namespace ("" for all) and selectors the namespaced informers watch

@@ -94,10 +94,12 @@ func podCertificateInformers(cc ControllerContext) (certinformers.PodCertificate
 		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", cc.Config.PodCertificates.SignerName).String()
 	}
 	cc.KubeInformers.InformerFor(&certificatesv1.PodCertificateRequest{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return certinformers.NewFilteredPodCertificateRequestInformer(client, metav1.NamespaceAll, resync, namespaceIndexers, bySigner)
+		c := client.CertificatesV1().PodCertificateRequests(metav1.NamespaceAll)
+		return relistable(&certificatesv1.PodCertificateRequest{}, client, c.List, c.Watch, bySigner, resync)
 	})
 	cc.KubeInformers.InformerFor(&certificatesv1.ClusterTrustBundle{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return certinformers.NewFilteredClusterTrustBundleInformer(client, resync, cache.Indexers{}, bySigner)
+		c := client.CertificatesV1().ClusterTrustBundles()
+		return relistable(&certificatesv1.ClusterTrustBundle{}, client, c.List, c.Watch, bySigner, resync)
 	})
 	certs := cc.KubeInformers.Certificates().V1()
 	return certs.PodCertificateRequests(), certs.ClusterTrustBundles()

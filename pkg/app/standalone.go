@@ -129,7 +129,7 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		}
 	}
 	if cfg.HealthProbeBindAddress != config.DisabledAddress {
-		if _, err := Serve(ctx, "health", cfg.HealthProbeBindAddress, health.handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
+		if _, err := Serve(ctx, "health", cfg.HealthProbeBindAddress, health.Handler(cfg.LivenessEndpointName, cfg.ReadinessEndpointName)); err != nil {
 			return err
 		}
 	}
@@ -252,8 +252,19 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 			"validatingWebhookConfigurationName", cfg.ValidatingWebhookConfigurationName)
 	}
 
+	// The informers get clients of their own, whose connections wait for an API server that
+	// is away, so that they see it again within a second of its return (see InformerConfig).
+	informerConfig := InformerConfig(restConfig)
+	informerKube, err := clientset.NewForConfig(builtInKindsConfig(informerConfig))
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	informerSpire, err := spireclientset.NewForConfig(informerConfig)
+	if err != nil {
+		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
+	}
 	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
-	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireAPIClient)
+	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(informerKube, informerSpire)
 	AdaptToPermissions(ctx, &cc)
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)

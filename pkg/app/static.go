@@ -50,7 +50,7 @@ func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *H
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer release(false)
 	if health != nil {
 		health.setControllers(controllers)
 	}

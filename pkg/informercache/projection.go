@@ -94,9 +94,9 @@ func (p *PodProjection) Transform(obj any) (any, error) {
 // before anything else asks the factory for the pod informer: when the factory holds one
 // already, the projection cannot narrow, and pods stay whole but for managedFields.
 func (p *PodProjection) RegisterInformer(factory informers.SharedInformerFactory, namespace string, tweak func(*metav1.ListOptions)) {
-	var lw *relistingListWatch
+	var informer *RelistableInformer
 	factory.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw = newRelistingListWatch(cache.ToListerWatcherWithContext(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		informer = NewRelistableInformer(cache.ToListerWatcherWithContext(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				tweak(&o)
 				return client.CoreV1().Pods(namespace).List(ctx, o)
@@ -105,12 +105,12 @@ func (p *PodProjection) RegisterInformer(factory informers.SharedInformerFactory
 				tweak(&o)
 				return client.CoreV1().Pods(namespace).Watch(ctx, o)
 			},
-		}, client)))
-		return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		}, client)), &corev1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		return informer
 	})
-	if lw != nil {
+	if informer != nil {
 		p.mu.Lock()
-		p.relist = lw.relist
+		p.relist = informer.Relist
 		p.mu.Unlock()
 	}
 }

@@ -61,7 +61,7 @@ func newClusterStaticEntries(lister spirelisters.ClusterStaticEntryLister, statu
 // addClusterStaticEntryEventHandlers maps ClusterStaticEntry events to their names, and to
 // the names of the resources that take over an entry one leaves.
 func (c *Controller) addClusterStaticEntryEventHandlers(informer spireinformers.ClusterStaticEntryInformer) error {
-	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return c.handlers.Add(informer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueClusterStaticEntry,
 		UpdateFunc: c.onClusterStaticEntryUpdate,
 		DeleteFunc: func(obj any) {
@@ -69,10 +69,6 @@ func (c *Controller) addClusterStaticEntryEventHandlers(informer spireinformers.
 			c.enqueueClusterStaticEntryTwins(obj)
 		},
 	})
-	if err != nil {
-		return fmt.Errorf("adding event handler: %w", err)
-	}
-	return nil
 }
 
 func (c *Controller) enqueueClusterStaticEntry(obj any) {

@@ -107,7 +107,8 @@ type Controller struct {
 	clusterSPIFFEIDs     *clusterSPIFFEIDs     // lister, compiled cache, fan-out and status
 	clusterStaticEntries *clusterStaticEntries // lister, queue, parking and status
 
-	synced atomic.Bool // set once the first full resync succeeded; nothing is written before
+	synced   atomic.Bool     // set once the first full resync succeeded; nothing is written before
+	handlers runner.Handlers // the event handlers added to the informers, removed when Run returns
 }
 
 // NewController wires the controller to the given informers. It registers indexes and event
@@ -225,7 +226,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			{Count: 1, Work: c.podParking.Run},
 			{Count: 1, Work: statics.parking.Run},
 		},
-		Queues: []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDs.fanOut, c.clusterSPIFFEIDs.status.queue, statics.queue},
+		Queues:   []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDs.fanOut, c.clusterSPIFFEIDs.status.queue, statics.queue},
+		Handlers: &c.handlers,
 	})
 }
 
@@ -271,8 +273,8 @@ func (c *Controller) addPodEventHandlers(
 		{clusterSPIFFEIDInformer.Informer(), c.clusterSPIFFEIDs.eventHandler()},
 	}
 	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
-			return fmt.Errorf("adding event handler: %w", err)
+		if err := c.handlers.Add(h.informer, h.handler); err != nil {
+			return err
 		}
 	}
 	return nil

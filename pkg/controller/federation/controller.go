@@ -86,6 +86,8 @@ type Controller struct {
 
 	// synced is set once the first full resync succeeded; nothing is written before.
 	synced atomic.Bool
+	// handlers are the event handlers added to the informer, removed when Run returns.
+	handlers runner.Handlers
 }
 
 // NewController wires the controller to the given informer. It registers an index and event
@@ -157,6 +159,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers:        []runner.Workers{{Count: workers, Work: c.worker}, {Count: 1, Work: c.parking.Run}},
 		Queues:         []runner.ShutDowner{c.queue},
+		Handlers:       &c.handlers,
 	})
 }
 

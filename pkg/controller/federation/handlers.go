@@ -17,8 +17,6 @@ limitations under the License.
 package federation
 
 import (
-	"fmt"
-
 	"k8s.io/client-go/tools/cache"
 
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
@@ -30,15 +28,11 @@ import (
 // addEventHandlers maps every event to the trust domains it affects. Handlers run on the
 // informer's goroutine, so they only compute keys and enqueue.
 func (c *Controller) addEventHandlers(cftdInformer spireinformers.ClusterFederatedTrustDomainInformer) error {
-	_, err := cftdInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return c.handlers.Add(cftdInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: c.onUpdate,
 		DeleteFunc: c.onDelete,
 	})
-	if err != nil {
-		return fmt.Errorf("adding event handler: %w", err)
-	}
-	return nil
 }
 
 // indexByTrustDomain indexes resources by the key of the trust domain they name.

@@ -123,6 +123,7 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name
 	parking     *runner.Parking[string]                      // requests waiting for a usable CA
 	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
+	handlers    runner.Handlers                              // added to the informers, removed when Run returns
 }
 
 // NewController wires the controller to its informers: the requests and the bundles of the
@@ -189,29 +190,29 @@ func NewController(
 		podInformer.Informer().HasSynced, namespaceInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced,
 		sliceInformer.Informer().HasSynced, clusterSPIFFEIDInformer.Informer().HasSynced,
 	}
-	if _, err := requestInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(requestInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRequest,
 		UpdateFunc: func(_, newObj any) { c.enqueueRequest(newObj) },
 	}); err != nil {
-		return nil, fmt.Errorf("adding event handler: %w", err)
+		return nil, err
 	}
 	// A deleted ClusterSPIFFEID's compiled form is of no more use.
-	if _, err := clusterSPIFFEIDInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if gone, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
 				c.compiled.Forget(gone.Name)
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("adding event handler: %w", err)
+		return nil, err
 	}
 	// A bundle of the signer name changed behind the controller's back: put it right.
-	if _, err := bundleInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handlers.Add(bundleInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.bundleQueue.Add(bundleKey) },
 		UpdateFunc: func(any, any) { c.bundleQueue.Add(bundleKey) },
 		DeleteFunc: func(any) { c.bundleQueue.Add(bundleKey) },
 	}); err != nil {
-		return nil, fmt.Errorf("adding event handler: %w", err)
+		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Signing PodCertificateRequests", "signerName", opts.SignerName)
 	return c, nil
@@ -252,7 +253,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			}},
 			{Count: 1, Work: c.parking.Run},
 		},
-		Queues: []runner.ShutDowner{c.queue, c.bundleQueue},
+		Queues:   []runner.ShutDowner{c.queue, c.bundleQueue},
+		Handlers: &c.handlers,
 	})
 }
 

@@ -67,6 +67,9 @@ type Loop struct {
 	Workers []Workers
 	// Queues are shut down when the context ends, which ends the workers.
 	Queues []ShutDowner
+	// Handlers, if set, are the controller's event handlers, removed from their informers
+	// when the context ends, before the queues are shut down.
+	Handlers *Handlers
 }
 
 // Workers runs Count goroutines of Work, each restarted a second after it returns until the
@@ -84,7 +87,8 @@ type ShutDowner interface {
 // Run runs a controller until ctx ends, and returns once every goroutine it started has
 // ended: it starts the Events and the watch of SPIRE, waits for the informers, runs the first
 // full resync (retrying until SPIRE answers; nothing is written before), then the workers and
-// the resyncs that follow, periodic or after a reconnection to SPIRE.
+// the resyncs that follow, periodic or after a reconnection to SPIRE. When it returns, the
+// controller's event handlers are gone from the informers.
 func Run(ctx context.Context, l Loop) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -94,6 +98,9 @@ func Run(ctx context.Context, l Loop) {
 
 	var wg sync.WaitGroup
 	defer func() {
+		if l.Handlers != nil {
+			l.Handlers.RemoveAll()
+		}
 		for _, q := range l.Queues {
 			q.ShutDown()
 		}
