@@ -56,6 +56,13 @@ func Unreachable(err error) bool {
 	if errors.As(err, &aggregate) {
 		return allUnreachable(aggregate.Errors())
 	}
+	// The items of a batch call that failed carry the call's error in an
+	// UnknownOutcomeError, whose own code is Unknown: what says whether SPIRE was reached is
+	// the call's error inside it.
+	var unknown *UnknownOutcomeError
+	if errors.As(err, &unknown) {
+		return Unreachable(unknown.Err)
+	}
 	var withStatus interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &withStatus) {
 		code := withStatus.GRPCStatus().Code()

@@ -49,6 +49,12 @@ func TestUnreachable(t *testing.T) {
 		{"joined", errors.Join(unavailable, fmt.Errorf("x: %w", deadline)), true},
 		{"joined with plain error", errors.Join(unavailable, errors.New("status update conflict")), false},
 		{"plain", errors.New("boom"), false},
+		// What the reconciler gets for each item of a batch call that could not reach SPIRE
+		// (CompleteEntryResults): a call failed as a whole, so the item's outcome is unknown.
+		{"item of a batch call that could not reach SPIRE", fmt.Errorf("creating entry spiffe://td/a: %w",
+			CompleteEntryResults(nil, 1, fmt.Errorf("create entries: items 0-0 of 1: %w", unavailable))[0].Err), true},
+		{"item of a batch call past its deadline", CompleteDeleteResults(nil, []string{"id"}, deadline)[0].Err, true},
+		{"item of a batch call SPIRE refused", CompleteFederationResults(nil, 1, status.Error(codes.PermissionDenied, "denied"))[0].Err, false},
 	} {
 		if got := Unreachable(tc.err); got != tc.want {
 			t.Errorf("%s: Unreachable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
