@@ -43,6 +43,9 @@ const (
 
 	// trustDomainIndex finds the ClusterFederatedTrustDomains that name a trust domain.
 	trustDomainIndex = "spec.trustDomain"
+
+	// queueName names the queue of trust domains in the workqueue and parking metrics.
+	queueName = "spire_registrar_federation_relationships"
 )
 
 // Options are the settings the controller declares relationships with: the reconciler's,
@@ -115,9 +118,9 @@ func NewController(
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
-		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
+		queue: runner.NewQueue[string](queueName, 10, 100),
 	}
-	c.parking = runner.NewParking(c.queue, c.probe)
+	c.parking = runner.NewParking(queueName, c.queue, c.probe)
 	var err error
 	if c.reconciler, err = c.newReconciler(); err != nil {
 		return nil, err
