@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,14 +31,22 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // Health is what the health probes report. Liveness: the process serves requests (and, under
 // leader election, a leader still renews its lease). Readiness: every controller finished its
 // first sync with SPIRE — or the process is a standby, waiting for the lease, which is ready.
+//
+// SPIRE unreachable later does not make the process unready: it still serves the webhook, and
+// its caches stay warm; another replica would reach the same SPIRE no better, and the work
+// waits to be done on SPIRE's return. The readiness body says it, though: since when SPIRE has
+// not answered, with the last failure, and how many keys wait for it (see spireReport).
 type Health struct {
 	mu          sync.Mutex
 	controllers []Controller
+	// spire is what the SPIRE client knows of SPIRE's reachability; nil when not told.
+	spire atomic.Pointer[spire.Reachability]
 	// electing is set when leader election is on; leading once this process holds the lease.
 	electing, leading atomic.Bool
 	// leaseCheck reports a leader that stopped renewing its lease.
@@ -49,6 +58,40 @@ func (h *Health) setControllers(cs []Controller) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.controllers = cs
+}
+
+// waiter is implemented by controllers whose keys can wait for SPIRE to answer.
+type waiter interface {
+	// Waiting is how many keys wait for SPIRE to answer.
+	Waiting() int
+}
+
+// spireReport says, as lines to add to the readiness body, since when SPIRE has not answered
+// and how many keys of which controllers wait for it; "" when SPIRE answers and nothing waits.
+func (h *Health) spireReport() string {
+	var b strings.Builder
+	if r := h.spire.Load(); r != nil {
+		if since, err := r.Unreachable(); !since.IsZero() {
+			fmt.Fprintf(&b, "\nSPIRE unreachable for %s: %v", time.Since(since).Round(time.Second), err)
+		}
+	}
+	h.mu.Lock()
+	controllers := h.controllers
+	h.mu.Unlock()
+	total := 0
+	var each []string
+	for _, c := range controllers {
+		if w, ok := c.(waiter); ok {
+			if n := w.Waiting(); n > 0 {
+				total += n
+				each = append(each, fmt.Sprintf("%s %d", c.Name(), n))
+			}
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(&b, "\n%d keys waiting for SPIRE to answer: %s", total, strings.Join(each, ", "))
+	}
+	return b.String()
 }
 
 // Ready returns why the process is not ready, or nil.
@@ -90,7 +133,14 @@ func (h *Health) handler(livenessName, readinessName string) http.Handler {
 		}
 	}
 	mux.Handle("/"+livenessName, probe(h.alive))
-	mux.Handle("/"+readinessName, probe(func(*http.Request) error { return h.Ready() }))
+	mux.Handle("/"+readinessName, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		report := h.spireReport()
+		if err := h.Ready(); err != nil {
+			http.Error(w, err.Error()+report, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok" + report))
+	}))
 	return mux
 }
 

@@ -161,7 +161,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
 		FullResyncs, FullResyncStarts, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
-		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced, ParkedKeys,
+		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced, ParkedKeys, spireReachable,
 		ConfigUnknownFields, ConfigDuplicateFields,
 	)
 	registerWorkqueueMetrics()

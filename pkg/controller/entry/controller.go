@@ -197,6 +197,11 @@ func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
 }
 
+// Waiting is how many keys (pods and ClusterStaticEntries) wait for SPIRE to answer.
+func (c *Controller) Waiting() int {
+	return c.podParking.Len() + c.clusterStaticEntries.parking.Len()
+}
+
 // Run waits for the informers, runs the first full resync (retrying until SPIRE answers),
 // then runs workers until ctx is done. It returns once every goroutine it started has ended.
 func (c *Controller) Run(ctx context.Context, workers int) {

@@ -146,6 +146,11 @@ func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
 }
 
+// Waiting is how many trust domains wait for SPIRE to answer.
+func (c *Controller) Waiting() int {
+	return c.parking.Len()
+}
+
 // Run waits for the informer, runs the first full resync (retrying until SPIRE answers), then
 // runs workers and the periodic resync until ctx is done. It returns once every goroutine it
 // started has ended.

@@ -233,6 +233,11 @@ func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
 }
 
+// Waiting is how many PodCertificateRequests wait for a usable CA from SPIRE.
+func (c *Controller) Waiting() int {
+	return c.parking.Len()
+}
+
 // Run waits for the informers, gets a CA and publishes the trust bundle (retrying until SPIRE
 // answers), then signs requests with workers until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
