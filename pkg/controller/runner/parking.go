@@ -117,6 +117,12 @@ func (p *Parking[T]) Run(ctx context.Context) {
 		keys := p.keys
 		p.keys = map[T]struct{}{}
 		p.parked.Set(0)
+		// A token left by the keys just taken would start a round, and a probe, for none: a
+		// key parked from now on leaves a token of its own.
+		select {
+		case <-p.wake:
+		default:
+		}
 		p.mu.Unlock()
 		logger.V(2).Info("SPIRE answers again; retrying the keys that could not reach it", "keys", len(keys))
 		for k := range keys {

@@ -113,6 +113,35 @@ func TestWaitForProbeKeysAreParked(t *testing.T) {
 	}
 }
 
+// TestKeysParkedTogetherCostOneProbe: keys parked during one outage are queued again after
+// one successful probe, and no probe follows for keys already queued.
+func TestKeysParkedTogetherCostOneProbe(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	queue := instantQueue()
+	defer queue.ShutDown()
+	parking, probes := gatedParking(ctx, "together", queue)
+
+	down := status.Error(codes.Unavailable, "connection refused")
+	queue.Add("pod-a")
+	processNext(ctx, "test-controller", "pod", queue, parking, func(context.Context, string) error { return down })
+	answer := <-probes // the round has started; the next key parks during it
+	queue.Add("pod-b")
+	processNext(ctx, "test-controller", "pod", queue, parking, func(context.Context, string) error { return down })
+	answer <- nil
+	for range 2 {
+		key, _ := queue.Get()
+		queue.Done(key)
+	}
+	select {
+	case answer := <-probes:
+		close(answer)
+		t.Error("a probe followed with no key parked")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // gatedParking runs a Parking of queue whose probes wait for the test: each probe sends a
 // channel on probes and returns what the test answers on it.
 func gatedParking(ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[string]) (*Parking[string], chan chan error) {
