@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
 // Health is what the health probes report, with the meaning the official SPIRE Helm chart
@@ -42,10 +44,14 @@ import (
 //   - readiness fails only while the process starts: before leader election begins, or,
 //     without leader election, until every controller completed its first sync. Once ready,
 //     the process stays ready through API server and SPIRE outages and through changes of
-//     leader, so that the SPIRE server it runs beside stays in its Service.
+//     leader, so that the SPIRE server it runs beside stays in its Service. The readiness
+//     body says what waits all the same: since when SPIRE has not answered, with the last
+//     failure, and how many keys wait for it (see spireReport).
 type Health struct {
 	mu          sync.Mutex
 	controllers []Controller
+	// spire is what the SPIRE client knows of SPIRE's reachability; nil when not told.
+	spire atomic.Pointer[spire.Reachability]
 	// electing is set when leader election is on and the process is past its start.
 	electing atomic.Bool
 	// phase is where leader election is (a leadershipPhase).
@@ -92,6 +98,40 @@ func (h *Health) stopping(t time.Time) {
 		return
 	}
 	h.stoppingSince.Store(t.UnixNano())
+}
+
+// waiter is implemented by controllers whose keys can wait for SPIRE to answer.
+type waiter interface {
+	// Waiting is how many keys wait for SPIRE to answer.
+	Waiting() int
+}
+
+// spireReport says, as lines to add to the readiness body, since when SPIRE has not answered
+// and how many keys of which controllers wait for it; "" when SPIRE answers and nothing waits.
+func (h *Health) spireReport() string {
+	var b strings.Builder
+	if r := h.spire.Load(); r != nil {
+		if since, err := r.Unreachable(); !since.IsZero() {
+			fmt.Fprintf(&b, "\nSPIRE unreachable for %s: %v", time.Since(since).Round(time.Second), err)
+		}
+	}
+	h.mu.Lock()
+	controllers := h.controllers
+	h.mu.Unlock()
+	total := 0
+	var each []string
+	for _, c := range controllers {
+		if w, ok := c.(waiter); ok {
+			if n := w.Waiting(); n > 0 {
+				total += n
+				each = append(each, fmt.Sprintf("%s %d", c.Name(), n))
+			}
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(&b, "\n%d keys waiting for SPIRE to answer: %s", total, strings.Join(each, ", "))
+	}
+	return b.String()
 }
 
 // Ready returns why the process is not ready, or nil.
@@ -145,7 +185,14 @@ func (h *Health) Handler(livenessName, readinessName string) http.Handler {
 		}
 	}
 	mux.Handle("/"+livenessName, probe(h.Alive))
-	mux.Handle("/"+readinessName, probe(h.Ready))
+	mux.Handle("/"+readinessName, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		report := h.spireReport()
+		if err := h.Ready(); err != nil {
+			http.Error(w, err.Error()+report, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok" + report))
+	}))
 	return mux
 }
 

@@ -18,17 +18,25 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
 )
 
 // TestHealthServerCannotBeHeldOpen: the health server (and the metrics server, served the
@@ -121,4 +129,98 @@ func readUntilClosed(conn net.Conn, deadline time.Time) (int, error) {
 		return status, fmt.Errorf("answered %d but not closed: %w", status, err)
 	}
 	return status, nil
+}
+
+// waitingController is a Controller whose keys wait for SPIRE as the test says.
+type waitingController struct {
+	name    string
+	synced  atomic.Bool
+	waiting atomic.Int32
+}
+
+func (c *waitingController) Name() string             { return c.name }
+func (c *waitingController) Run(context.Context, int) {}
+func (c *waitingController) HasSynced() bool          { return c.synced.Load() }
+func (c *waitingController) Waiting() int             { return int(c.waiting.Load()) }
+
+// TestReadinessSaysWhatWaitsForSPIRE: /readyz says since when SPIRE has not answered the
+// client and how many keys of which controllers wait for it, before the first sync (503) and
+// after it, when SPIRE unreachable does not make the process unready (200); with SPIRE
+// answering and nothing waiting, it says "ok" and nothing more.
+func TestReadinessSaysWhatWaitsForSPIRE(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	server := spiretest.New(t)
+	client, err := spire.Dial(ctx, server.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entry, federation := &waitingController{name: "entry"}, &waitingController{name: "federation"}
+	h := &Health{}
+	h.spire.Store(client.Reachability())
+	h.setControllers([]Controller{entry, federation})
+	web := httptest.NewServer(h.Handler("healthz", "readyz"))
+	defer web.Close()
+	readyz := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get(web.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	expect := func(what string, wantCode int, wantBody *regexp.Regexp) {
+		t.Helper()
+		if code, body := readyz(); code != wantCode || !wantBody.MatchString(body) {
+			t.Errorf("%s: /readyz answers %d %q, want %d and a body matching %q", what, code, body, wantCode, wantBody)
+		}
+	}
+
+	server.Stop()
+	if err := client.Probe(ctx); err == nil {
+		t.Fatal("a probe of a stopped server succeeded")
+	}
+	expect("SPIRE down at start", http.StatusServiceUnavailable,
+		regexp.MustCompile(`^entry has not completed its first sync: [^\n]+\nSPIRE unreachable for \d+s: rpc error: code = Unavailable desc = .+\n$`))
+
+	server.Start()
+	answered(ctx, t, client)
+	entry.synced.Store(true)
+	federation.synced.Store(true)
+	expect("synced", http.StatusOK, regexp.MustCompile(`^ok$`))
+
+	server.Stop()
+	if err := client.Probe(ctx); err == nil {
+		t.Fatal("a probe of a stopped server succeeded")
+	}
+	entry.waiting.Store(30)
+	federation.waiting.Store(1)
+	expect("SPIRE down with keys waiting", http.StatusOK,
+		regexp.MustCompile(`^ok\nSPIRE unreachable for \d+s: rpc error: code = Unavailable desc = .+\n31 keys waiting for SPIRE to answer: entry 30, federation 1$`))
+
+	server.Start()
+	answered(ctx, t, client)
+	expect("SPIRE back, keys not yet queued again", http.StatusOK, regexp.MustCompile(`^ok\n31 keys waiting for SPIRE to answer: entry 30, federation 1$`))
+	entry.waiting.Store(0)
+	federation.waiting.Store(0)
+	expect("SPIRE back, nothing waiting", http.StatusOK, regexp.MustCompile(`^ok$`))
+}
+
+// answered probes SPIRE through client until it answers: a client whose server came back
+// reconnects within its backoff.
+func answered(ctx context.Context, t *testing.T, client *spire.Client) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return client.Probe(ctx) == nil, nil
+	}); err != nil {
+		t.Fatalf("SPIRE did not answer within 10s of its start: %v", err)
+	}
 }

@@ -141,6 +141,9 @@ func RunStandalone(ctx context.Context, opts *Options, fs *flag.FlagSet) error {
 		return err
 	}
 	defer spireClient.Close()
+	// What the client learns of SPIRE's reachability is reported by /readyz and the metrics.
+	health.spire.Store(spireClient.Reachability())
+	metrics.ReportSPIREReachability(spireClient.Reachability())
 
 	logger.Info("Starting spire-registrar", "version", Version(), "trustDomain", cfg.TrustDomain, "clusterName", cfg.ClusterName,
 		"spireServerSocketPath", cfg.SPIREServerSocketPath, "spireServerAddress", cfg.SPIREServerAddress, "gcInterval", cfg.GCInterval, "workers", opts.Workers,

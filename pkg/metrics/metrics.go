@@ -120,6 +120,15 @@ var (
 		Help: "1 once the controller's first full resync with SPIRE succeeded, 0 while it waits for it; absent in a standby.",
 	}, []string{"controller"})
 
+	// ParkedKeys is how many keys of a queue wait for SPIRE to answer before they are queued
+	// again (runner.Parking): keys whose sync failed only because SPIRE could not be reached,
+	// and pod certificate requests waiting for a usable CA. They are in neither the queue's
+	// depth nor its retries.
+	ParkedKeys = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "parked_keys",
+		Help: "Keys of a queue waiting for SPIRE to answer (pod certificate requests: for a usable CA) before they are queued again; not in the queue's depth.",
+	}, []string{"name"})
+
 	// StaticManifestErrors is how many problems the last read of the static manifest
 	// directory found: files that do not decode, and resources declared twice.
 	StaticManifestErrors = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -152,7 +161,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
 		FullResyncs, FullResyncStarts, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
-		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced,
+		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced, ParkedKeys, spireReachable,
 		ConfigUnknownFields, ConfigDuplicateFields,
 	)
 	registerWorkqueueMetrics()

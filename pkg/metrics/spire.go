@@ -18,13 +18,43 @@ package metrics
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc/status"
 
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
+
+// spireReachable reports spire_registrar_spire_reachable from the Reachability of the
+// binary's SPIRE client, and nothing before it has one.
+var spireReachable = &reachabilityCollector{desc: prometheus.NewDesc(namespace+"_spire_reachable",
+	"1 while SPIRE answers spire-registrar's calls and connections, 0 from a failure to reach it until it answers again.", nil, nil)}
+
+// ReportSPIREReachability makes spire_registrar_spire_reachable follow r. The binary calls it
+// with the client it dialled; like SetWorkqueueProvider, it is not a library's call.
+func ReportSPIREReachability(r *spire.Reachability) { spireReachable.r.Store(r) }
+
+type reachabilityCollector struct {
+	desc *prometheus.Desc
+	r    atomic.Pointer[spire.Reachability]
+}
+
+func (c *reachabilityCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *reachabilityCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r.Load()
+	if r == nil {
+		return
+	}
+	v := 1.0
+	if since, _ := r.Unreachable(); !since.IsZero() {
+		v = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v)
+}
 
 // InstrumentSPIRE wraps a SPIRE client so that every call is counted and timed, and every
 // item of a batch call counted by result.

@@ -104,6 +104,8 @@ type Client struct {
 	release func() error
 	// cc is the caller's connection with each call bounded by its deadline.
 	cc *boundedConn
+	// reach is what the calls on cc and the connection's states say of SPIRE's reachability.
+	reach Reachability
 	// state is the connection's state, which WatchReconnects follows; nil when New was given
 	// a connection that does not tell it.
 	state   connectivityWatcher
@@ -186,18 +188,21 @@ func dial(target string, creds credentials.TransportCredentials, opts []grpc.Dia
 // owning: Close does not close it. Each unary call the client makes on it gets a
 // deadline of DefaultCallTimeout unless the caller's context ends sooner.
 func New(cc grpc.ClientConnInterface) *Client {
-	bounded := &boundedConn{cc: cc, timeout: DefaultCallTimeout}
 	state, _ := cc.(connectivityWatcher)
-	return &Client{
-		cc:            bounded,
+	c := &Client{
 		state:         state,
-		entries:       entryv1.NewEntryClient(bounded),
-		tds:           trustdomainv1.NewTrustDomainClient(bounded),
 		readyDelay:    200 * time.Millisecond,
 		readyMaxDelay: 5 * time.Second,
 		probeTimeout:  10 * time.Second,
 	}
+	c.cc = &boundedConn{cc: cc, timeout: DefaultCallTimeout, reach: &c.reach}
+	c.entries = entryv1.NewEntryClient(c.cc)
+	c.tds = trustdomainv1.NewTrustDomainClient(c.cc)
+	return c
 }
+
+// Reachability is what the client knows of whether SPIRE answers.
+func (c *Client) Reachability() *Reachability { return &c.reach }
 
 // Close releases the connection made by Dial or DialTCP, and what its credentials hold.
 func (c *Client) Close() error {

@@ -31,6 +31,8 @@ import (
 type boundedConn struct {
 	cc      grpc.ClientConnInterface
 	timeout time.Duration
+	// reach learns from every call's outcome whether SPIRE answers.
+	reach *Reachability
 }
 
 var _ grpc.ClientConnInterface = (*boundedConn)(nil)
@@ -44,6 +46,7 @@ func (b *boundedConn) Invoke(ctx context.Context, method string, args, reply any
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	err := b.cc.Invoke(callCtx, method, args, reply, opts...)
+	b.reach.observe(ctx, err)
 	// The server, told the deadline, may end the call a moment before the client does; a
 	// DeadlineExceeded of its own long before the bound is passed on as it is.
 	slack := min(time.Second, b.timeout/10)

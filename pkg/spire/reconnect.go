@@ -59,12 +59,13 @@ type connectivityWatcher interface {
 // by Dial or DialTCP it always can; over a caller's connection given to New only when that
 // is a *grpc.ClientConn, and otherwise it returns when ctx ends without calling reconnected.
 func (c *Client) WatchReconnects(ctx context.Context, reconnected func()) {
-	watchConnectivity(ctx, c.state, reconnected)
+	watchConnectivity(ctx, c.state, &c.reach, reconnected)
 }
 
-// WatchReconnects is Client.WatchReconnects for the authority client's connection.
+// WatchReconnects is Client.WatchReconnects for the authority client's connection. Its states
+// tell no Reachability: the Client over the same connection has its own watchers.
 func (c *AuthorityClient) WatchReconnects(ctx context.Context, reconnected func()) {
-	watchConnectivity(ctx, c.state, reconnected)
+	watchConnectivity(ctx, c.state, nil, reconnected)
 }
 
 // watchConnectivity calls reconnected each time conn is READY again after it left READY, until
@@ -80,8 +81,9 @@ func (c *AuthorityClient) WatchReconnects(ctx context.Context, reconnected func(
 // a few instructions: a new connection needs a handshake with a server that has started
 // again, which takes far longer.
 //
-// A nil conn, one whose state cannot be read, is waited on until ctx ends.
-func watchConnectivity(ctx context.Context, conn connectivityWatcher, reconnected func()) {
+// A nil conn, one whose state cannot be read, is waited on until ctx ends. Each state read is
+// told to reach, when not nil.
+func watchConnectivity(ctx context.Context, conn connectivityWatcher, reach *Reachability, reconnected func()) {
 	if conn == nil {
 		<-ctx.Done()
 		return
@@ -103,6 +105,9 @@ func watchConnectivity(ctx context.Context, conn connectivityWatcher, reconnecte
 			lost = true
 		}
 		state = conn.GetState()
+		if reach != nil {
+			reach.connection(state)
+		}
 		if lost && state != connectivity.Ready {
 			logger.V(4).Info("Connection to SPIRE not ready", "state", state)
 		}

@@ -99,7 +99,7 @@ func TestWatchConnectivity(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchConnectivity(ctx, conn, func() { reconnections.Add(1) })
+		watchConnectivity(ctx, conn, nil, func() { reconnections.Add(1) })
 	}()
 	// step sets states and waits until the watcher has read them and waits again.
 	step := func(states ...connectivity.State) {
@@ -190,10 +190,20 @@ func TestWatchReconnectsSeesARestartedServer(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
+	if since, err := c.Reachability().Unreachable(); !since.IsZero() {
+		t.Errorf("SPIRE unreachable since %v (%v) with the connection ready", since, err)
+	}
+
 	server.Stop()
 	time.Sleep(500 * time.Millisecond) // a few failed reconnections
 	if s := c.state.GetState(); s == connectivity.Ready {
 		t.Fatalf("connection %v with the server stopped", s)
+	}
+	// Known without a call: the watch saw the reconnections fail.
+	if since, err := c.Reachability().Unreachable(); since.IsZero() {
+		t.Error("SPIRE reachable, as the client knows it, with the server stopped")
+	} else {
+		t.Logf("SPIRE unreachable since %v: %v", time.Since(since), err)
 	}
 	calls := server.Calls(spiretest.MethodListEntries)
 	start := time.Now()
@@ -206,6 +216,9 @@ func TestWatchReconnectsSeesARestartedServer(t *testing.T) {
 	}
 	if got := server.Calls(spiretest.MethodListEntries); got != calls {
 		t.Errorf("%d calls made to see the server back, want none", got-calls)
+	}
+	if since, err := c.Reachability().Unreachable(); !since.IsZero() {
+		t.Errorf("SPIRE unreachable since %v (%v) after the reconnection", since, err)
 	}
 
 	cancel()

@@ -22,7 +22,15 @@ limitations under the License.
 // gone, those of pods created since are back, federation relationships too, and nothing that
 // was right is rewritten.
 //
+// It also proves what a long outage costs: SPIRE killed for five minutes while pods come and
+// go, the keys that wait for it neither retried nor dropped, the process's memory flat, /readyz
+// and the metrics saying what waits, and on SPIRE's return exactly the writes the outage
+// called for, without a storm of calls.
+//
 // The tests start real binaries and are skipped with -short. Run them with
 //
 //	go test -count=1 -v -run TestSPIRERestoredFromAnOlderBackup ./test/restore/
+//	go test -count=1 -v -run TestSPIREDownForLongWithWorkWaiting ./test/restore/
+//
+// The second takes six minutes; SPIRE_REGISTRAR_OUTAGE=40s shortens its outage when iterating.
 package restore

@@ -54,8 +54,9 @@ type clusterStaticEntries struct {
 }
 
 func newClusterStaticEntries(lister spirelisters.ClusterStaticEntryLister, statusClient spireclientset.Interface, probe func(context.Context) error) *clusterStaticEntries {
-	queue := runner.NewQueue[string]("spire_registrar_clusterstaticentries", 50, 500)
-	return &clusterStaticEntries{lister: lister, queue: queue, parking: runner.NewParking(queue, probe), statusClient: statusClient}
+	const name = "spire_registrar_clusterstaticentries"
+	queue := runner.NewQueue[string](name, 50, 500)
+	return &clusterStaticEntries{lister: lister, queue: queue, parking: runner.NewParking(name, queue, probe), statusClient: statusClient}
 }
 
 // addClusterStaticEntryEventHandlers maps ClusterStaticEntry events to their names, and to

@@ -58,6 +58,9 @@ import (
 // ControllerName names the controller in logs, Events, metrics and leader election.
 const ControllerName = "spire-registrar-entry-controller"
 
+// podQueueName names the queue of pods in the workqueue and parking metrics.
+const podQueueName = "spire_registrar_pods"
+
 // Options are the settings the controller renders and writes entries with. The embedded
 // reconciler options say which entries it owns: with SkipClusterSPIFFEIDs it reads no pod.
 type Options struct {
@@ -149,10 +152,10 @@ func NewController(
 		renderer:   r,
 		reconciler: reconciler.NewReconciler(spireClient, opts.Options),
 		events:     runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
-		podQueue:   runner.NewQueue[types.UID]("spire_registrar_pods", 50, 500),
+		podQueue:   runner.NewQueue[types.UID](podQueueName, 50, 500),
 		podLatency: metrics.NewPodEntryLatencyTracker(),
 	}
-	c.podParking = runner.NewParking(c.podQueue, c.reconciler.Probe)
+	c.podParking = runner.NewParking(podQueueName, c.podQueue, c.reconciler.Probe)
 	c.clusterSPIFFEIDs = newClusterSPIFFEIDs(spireAPI)
 	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), spireAPI, c.reconciler.Probe)
 	c.cachesSynced = []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced}
@@ -193,6 +196,11 @@ func NewController(
 // has written nothing. It is what a readiness probe should report.
 func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
+}
+
+// Waiting is how many keys (pods and ClusterStaticEntries) wait for SPIRE to answer.
+func (c *Controller) Waiting() int {
+	return c.podParking.Len() + c.clusterStaticEntries.parking.Len()
 }
 
 // Run waits for the informers, runs the first full resync (retrying until SPIRE answers),

@@ -43,6 +43,9 @@ const (
 
 	// trustDomainIndex finds the ClusterFederatedTrustDomains that name a trust domain.
 	trustDomainIndex = "spec.trustDomain"
+
+	// queueName names the queue of trust domains in the workqueue and parking metrics.
+	queueName = "spire_registrar_federation_relationships"
 )
 
 // Options are the settings the controller declares relationships with: the reconciler's,
@@ -117,9 +120,9 @@ func NewController(
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
 		cftdSynced:  cftdInformer.Informer().HasSynced,
 
-		queue: runner.NewQueue[string]("spire_registrar_federation_relationships", 10, 100),
+		queue: runner.NewQueue[string](queueName, 10, 100),
 	}
-	c.parking = runner.NewParking(c.queue, c.probe)
+	c.parking = runner.NewParking(queueName, c.queue, c.probe)
 	var err error
 	if c.reconciler, err = c.newReconciler(); err != nil {
 		return nil, err
@@ -143,6 +146,11 @@ func (c *Controller) newReconciler() (*fedreconciler.Reconciler, error) {
 // has written nothing. It is what a readiness probe should report.
 func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
+}
+
+// Waiting is how many trust domains wait for SPIRE to answer.
+func (c *Controller) Waiting() int {
+	return c.parking.Len()
 }
 
 // Run waits for the informer, runs the first full resync (retrying until SPIRE answers), then

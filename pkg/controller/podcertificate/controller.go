@@ -59,6 +59,10 @@ import (
 // ControllerName names the controller in logs, metrics and leader election.
 const ControllerName = "spire-registrar-pod-certificate-controller"
 
+// requestQueueName names the queue of PodCertificateRequests in the workqueue and parking
+// metrics.
+const requestQueueName = "spire_registrar_podcertificaterequests"
+
 // bundleKey is the one key of the trust bundle queue.
 const bundleKey = "bundle"
 
@@ -175,10 +179,10 @@ func NewController(
 		clusterSPIFFEIDLister: clusterSPIFFEIDInformer.Lister(),
 		compiled:              render.NewCompiledClusterSPIFFEIDs(),
 
-		queue:       runner.NewQueue[string]("spire_registrar_podcertificaterequests", 50, 500),
+		queue:       runner.NewQueue[string](requestQueueName, 50, 500),
 		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
 	}
-	c.parking = runner.NewParking(c.queue, c.ca.probe)
+	c.parking = runner.NewParking(requestQueueName, c.queue, c.ca.probe)
 	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -228,6 +232,11 @@ func (c *Controller) Start(ctx context.Context) error {
 // HasSynced reports whether the controller holds a CA and has published the trust bundle.
 func (c *Controller) HasSynced() bool {
 	return c.synced.Load()
+}
+
+// Waiting is how many PodCertificateRequests wait for a usable CA from SPIRE.
+func (c *Controller) Waiting() int {
+	return c.parking.Len()
 }
 
 // Run waits for the informers, gets a CA and publishes the trust bundle (retrying until SPIRE

@@ -22,8 +22,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
 // How often a Parking probes SPIRE while it holds keys: soon after the first failure, then
@@ -44,9 +47,14 @@ var ErrWaitForProbe = errors.New("waiting for the parking's probe to succeed")
 // reached. The queue's own backoff grows to minutes and drops a key after maxRetries, leaving
 // it to the next full resync; a parked key instead waits, without retries, for one probe of
 // SPIRE to succeed, and is then queued again with every other parked key.
+//
+// A parked key is in neither the queue nor its backoff, so the queue's depth and retries do
+// not count it: spire_registrar_parked_keys does, under the queue's name, and Len says it.
 type Parking[T comparable] struct {
 	queue workqueue.TypedRateLimitingInterface[T]
 	probe func(context.Context) error
+	// parked is the spire_registrar_parked_keys series of the queue.
+	parked prometheus.Gauge
 	// baseDelay and maxDelay space the probes; tests shorten them.
 	baseDelay, maxDelay time.Duration
 
@@ -56,10 +64,20 @@ type Parking[T comparable] struct {
 	wake chan struct{}
 }
 
-// NewParking returns a parking for queue's keys, probing SPIRE with probe.
-func NewParking[T comparable](queue workqueue.TypedRateLimitingInterface[T], probe func(context.Context) error) *Parking[T] {
-	return &Parking[T]{queue: queue, probe: probe, baseDelay: parkingBaseDelay, maxDelay: parkingMaxDelay,
-		keys: map[T]struct{}{}, wake: make(chan struct{}, 1)}
+// NewParking returns a parking for queue's keys, probing SPIRE with probe. name is the
+// queue's name (the one NewQueue was given), under which the parked keys are counted.
+func NewParking[T comparable](name string, queue workqueue.TypedRateLimitingInterface[T], probe func(context.Context) error) *Parking[T] {
+	p := &Parking[T]{queue: queue, probe: probe, parked: metrics.ParkedKeys.WithLabelValues(name),
+		baseDelay: parkingBaseDelay, maxDelay: parkingMaxDelay, keys: map[T]struct{}{}, wake: make(chan struct{}, 1)}
+	p.parked.Set(0)
+	return p
+}
+
+// Len is how many keys wait for the probe to succeed.
+func (p *Parking[T]) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.keys)
 }
 
 // park holds key until SPIRE answers. The key leaves the queue's backoff.
@@ -67,6 +85,7 @@ func (p *Parking[T]) park(key T) {
 	p.queue.Forget(key)
 	p.mu.Lock()
 	p.keys[key] = struct{}{}
+	p.parked.Set(float64(len(p.keys)))
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -97,6 +116,13 @@ func (p *Parking[T]) Run(ctx context.Context) {
 		p.mu.Lock()
 		keys := p.keys
 		p.keys = map[T]struct{}{}
+		p.parked.Set(0)
+		// A token left by the keys just taken would start a round, and a probe, for none: a
+		// key parked from now on leaves a token of its own.
+		select {
+		case <-p.wake:
+		default:
+		}
 		p.mu.Unlock()
 		logger.V(2).Info("SPIRE answers again; retrying the keys that could not reach it", "keys", len(keys))
 		for k := range keys {

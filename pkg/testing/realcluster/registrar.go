@@ -221,15 +221,29 @@ func (r *Registrar) Err() error {
 	}
 }
 
+// Pid is the process's ID, to read what /proc says of it.
+func (r *Registrar) Pid() int { return r.cmd.Process.Pid }
+
 // Ready reports whether /readyz answers 200 now: every controller synced with SPIRE once (and
 // the pod certificate controller, when on, holds a CA and published the trust bundle).
 func (r *Registrar) Ready() bool {
-	resp, err := http.Get("http://" + r.health + "/readyz")
+	code, _, err := r.Readyz(context.Background())
+	return err == nil && code == http.StatusOK
+}
+
+// Readyz asks /readyz and returns its status code and body.
+func (r *Registrar) Readyz(ctx context.Context) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.health+"/readyz", nil)
 	if err != nil {
-		return false
+		return 0, "", err
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(body), err
 }
 
 // WaitReady waits up to a minute until Ready, failing the test at once if the process exits.
