@@ -78,7 +78,7 @@ func TestReachability(t *testing.T) {
 	expect := func(what string, wantSince time.Time, wantErr error) {
 		t.Helper()
 		since, err := r.Unreachable()
-		if !since.Equal(wantSince) || err != wantErr {
+		if !since.Equal(wantSince) || !errors.Is(err, wantErr) {
 			t.Errorf("%s: unreachable since %v with %v, want since %v with %v", what, since, err, wantSince, wantErr)
 		}
 	}
@@ -105,7 +105,7 @@ func TestReachability(t *testing.T) {
 
 	r.connection(connectivity.TransientFailure)
 	since, err := r.Unreachable()
-	if since.IsZero() || err != errConnect {
+	if since.IsZero() || !errors.Is(err, errConnect) {
 		t.Errorf("after a failed connection: unreachable since %v with %v, want since now with %v", since, err, errConnect)
 	}
 	r.observe(ctx, unavailable)
