@@ -34,8 +34,12 @@ func TestProcessReadings(t *testing.T) {
 		t.Errorf("pidCPU of this process: %v", err)
 	}
 	marker := "bench-find-pid-" + strings.ReplaceAll(t.Name(), "/", "-")
-	// The marker is the shell's $0: in its command line, ignored by the script.
-	cmd := exec.Command("sh", "-c", "sleep 30", marker)
+	// The marker is the shell's $0: in its command line, ignored by the script. The shell
+	// waits in its builtin read, so it forks no child that would carry the marker too.
+	cmd := exec.Command("sh", "-c", "read line", marker)
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Skipf("cannot start sh: %v", err)
 	}
