@@ -36,7 +36,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -106,42 +105,10 @@ func TestSPIREDownForLongWithWorkWaiting(t *testing.T) {
 	}
 	defer api.Close()
 
-	node, err := realcluster.CreateNode(ctx, stack.Client, "node-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
-		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/pod/{{ .PodMeta.Name }}"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createPartner := func(name string) {
-		t.Helper()
-		if _, err := stack.SpireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().Create(ctx, &spirev1alpha1.ClusterFederatedTrustDomain{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: spirev1alpha1.ClusterFederatedTrustDomainSpec{TrustDomain: name + ".org", BundleEndpointURL: "https://127.0.0.1:1/bundle",
-				BundleEndpointProfile: spirev1alpha1.BundleEndpointProfile{Type: spirev1alpha1.HTTPSWebProfileType}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createPartner("partner-a")
+	node := createWorld(ctx, t, stack)
+	createPartner(ctx, t, stack, "partner-a")
 
 	declared := want{pods: map[types.UID]string{}, trustDomains: []string{"partner-a.org"}}
-	createPods := func(prefix string, n int) []types.UID {
-		t.Helper()
-		var uids []types.UID
-		for i := range n {
-			p, err := realcluster.CreatePod(ctx, stack.Client, "default", fmt.Sprintf("%s-%d", prefix, i), node.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			declared.pods[p.UID] = p.Name
-			uids = append(uids, p.UID)
-		}
-		return uids
-	}
 	deletePods := func(uids []types.UID) {
 		t.Helper()
 		for _, uid := range uids {
@@ -151,7 +118,7 @@ func TestSPIREDownForLongWithWorkWaiting(t *testing.T) {
 			delete(declared.pods, uid)
 		}
 	}
-	old := createPods("old", outagePods)
+	old := createPods(ctx, t, stack, node, declared, "old", outagePods)
 
 	registrar := realcluster.NewRegistrar(t, realcluster.RegistrarOptions{
 		Kubeconfig: stack.Kube.Kubeconfig(),
@@ -174,12 +141,12 @@ func TestSPIREDownForLongWithWorkWaiting(t *testing.T) {
 	// The churn, in three rounds spread over the outage, so that keys start waiting at
 	// different times: 20 pods created, 10 of them deleted again, 10 older pods deleted and a
 	// federated trust domain added.
-	created := createPods("new", outageCreated/2)
+	created := createPods(ctx, t, stack, node, declared, "new", outageCreated/2)
 	deletePods(old[:outageDeleted/2])
-	createPartner("partner-b")
+	createPartner(ctx, t, stack, "partner-b")
 	declared.trustDomains = []string{"partner-a.org", "partner-b.org"}
 	waitUntil(ctx, down.Add(outage/3))
-	created = append(created, createPods("newer", outageCreated/2)...)
+	created = append(created, createPods(ctx, t, stack, node, declared, "newer", outageCreated/2)...)
 	deletePods(created[:outageDeleted/2])
 	deletePods(old[outageDeleted/2 : outageDeleted])
 	waitUntil(ctx, down.Add(2*outage/3))

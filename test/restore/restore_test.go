@@ -33,7 +33,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -96,41 +95,12 @@ func testRestore(t *testing.T, spireOpts realcluster.SPIREOptions) {
 	}
 	defer api.Close()
 
-	node, err := realcluster.CreateNode(ctx, stack.Client, "node-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
-		Spec:       spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/pod/{{ .PodMeta.Name }}"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	createPartner := func(name string) {
-		t.Helper()
-		if _, err := stack.SpireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().Create(ctx, &spirev1alpha1.ClusterFederatedTrustDomain{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: spirev1alpha1.ClusterFederatedTrustDomainSpec{TrustDomain: name + ".org", BundleEndpointURL: "https://127.0.0.1:1/bundle",
-				BundleEndpointProfile: spirev1alpha1.BundleEndpointProfile{Type: spirev1alpha1.HTTPSWebProfileType}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createPartner("partner-a")
-	createPartner("partner-b")
+	node := createWorld(ctx, t, stack)
+	createPartner(ctx, t, stack, "partner-a")
+	createPartner(ctx, t, stack, "partner-b")
 
 	declared := want{pods: map[types.UID]string{}, trustDomains: []string{"partner-a.org", "partner-b.org"}}
-	createPods := func(prefix string, n int) {
-		t.Helper()
-		for i := range n {
-			p, err := realcluster.CreatePod(ctx, stack.Client, "default", fmt.Sprintf("%s-%d", prefix, i), node.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			declared.pods[p.UID] = p.Name
-		}
-	}
-	createPods("old", pods)
+	createPods(ctx, t, stack, node, declared, "old", pods)
 
 	registrar := realcluster.NewRegistrar(t, realcluster.RegistrarOptions{
 		Kubeconfig: stack.Kube.Kubeconfig(),
@@ -163,11 +133,11 @@ func testRestore(t *testing.T, spireOpts realcluster.SPIREOptions) {
 		delete(declared.pods, uid)
 		deleted++
 	}
-	createPods("new", churn)
+	createPods(ctx, t, stack, node, declared, "new", churn)
 	if err := stack.SpireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().Delete(ctx, "partner-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createPartner("partner-c")
+	createPartner(ctx, t, stack, "partner-c")
 	declared.trustDomains = []string{"partner-a.org", "partner-c.org"}
 	waitExact(ctx, t, api, declared, time.Minute, "the changes made after the backup")
 
