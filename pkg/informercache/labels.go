@@ -65,13 +65,6 @@ func (in *labelSetInterner) forget(key string) {
 	}
 }
 
-// len is how many label sets are interned.
-func (in *labelSetInterner) len() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return len(in.sets)
-}
-
 // labelKey is a string that only equal label maps share. Label keys and values cannot hold
 // NUL (the API server validates them), so NUL separators cannot be forged.
 func labelKey(m map[string]string) string {
