@@ -46,7 +46,7 @@ import (
 func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	limits := defaultServeLimits()
-	limits.idleTimeout = time.Second
+	limits.IdleTimeout = time.Second
 	addr, err := serve(ctx, "health", "127.0.0.1:0", (&Health{}).Handler("healthz", "readyz"), limits)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +66,9 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 		if _, err := fmt.Fprint(conn, "POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nhalf"); err != nil {
 			t.Fatal(err)
 		}
-		status, err := readUntilClosed(conn, start.Add(2*limits.readTimeout))
+		status, err := readUntilClosed(conn, start.Add(2*limits.ReadTimeout))
 		lived := time.Since(start)
-		t.Logf("a connection stalled mid-body lived %v (read timeout %v); answer %d", lived.Round(time.Millisecond), limits.readTimeout, status)
+		t.Logf("a connection stalled mid-body lived %v (read timeout %v); answer %d", lived.Round(time.Millisecond), limits.ReadTimeout, status)
 		if err != nil {
 			t.Fatalf("the stalled connection was still open after %v: %v", lived.Round(time.Millisecond), err)
 		}
@@ -89,11 +89,11 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("liveness answered %d", resp.StatusCode)
 		}
-		_ = conn.SetReadDeadline(answered.Add(2 * limits.idleTimeout))
+		_ = conn.SetReadDeadline(answered.Add(2 * limits.IdleTimeout))
 		_, err = io.Copy(io.Discard, r)
-		t.Logf("an idle keep-alive connection lived %v (idle timeout %v)", time.Since(answered).Round(time.Millisecond), limits.idleTimeout)
+		t.Logf("an idle keep-alive connection lived %v (idle timeout %v)", time.Since(answered).Round(time.Millisecond), limits.IdleTimeout)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the idle connection was still open after %v", 2*limits.idleTimeout)
+			t.Fatalf("the idle connection was still open after %v", 2*limits.IdleTimeout)
 		}
 	})
 

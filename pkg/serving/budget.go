@@ -1,0 +1,184 @@
+/*
+Copyright 2026 The spire-registrar Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package serving
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ErrBudgetExhausted is ReadBody's error when the bodies being read hold the whole budget, or
+// the client's address its share, and none of them is slow enough to give way.
+var ErrBudgetExhausted = errors.New("too many request bytes held at once")
+
+// Budget bounds the memory of request bodies held at once, in total and per client address,
+// across every connection of a server. A body holds bytes as it arrives, in buffers that
+// double (the first is bodyChunk), never more than its declared length; it holds no slot of
+// any kind while it arrives. When a body does not fit, the body that has been arriving
+// longest, if it has been arriving for longer than slowBody, gives way: its connection is
+// closed and its bytes freed. A client that sends its body in one go, as kube-apiserver does,
+// is never that one.
+type Budget struct {
+	total, perAddress int64
+
+	mu        sync.Mutex
+	freed     *sync.Cond
+	used      int64
+	byAddress map[string]int64
+	reading   map[*bodyRead]struct{}
+	now       func() time.Time
+}
+
+const (
+	// bodyChunk is the first buffer of a body: an ordinary review fits in it.
+	bodyChunk = 32 << 10
+	// slowBody is how long a body may arrive before it gives way to another: kube-apiserver
+	// writes a review of a few MiB in milliseconds on any cluster network.
+	slowBody = time.Second
+	// giveWayWait bounds how long a body waits for the bytes of one that gave way.
+	giveWayWait = time.Second
+)
+
+// NewBudget returns a budget of total bytes, of which one client address may hold perAddress.
+func NewBudget(total, perAddress int64) *Budget {
+	b := &Budget{total: total, perAddress: perAddress, byAddress: map[string]int64{},
+		reading: map[*bodyRead]struct{}{}, now: time.Now}
+	b.freed = sync.NewCond(&b.mu)
+	return b
+}
+
+// bodyRead is one body's claim on the budget.
+type bodyRead struct {
+	address  string
+	held     int64
+	started  time.Time
+	arriving bool
+	giveWay  func()
+}
+
+// ReadBody reads r's body, of at most maxBytes bytes, holding its bytes from the budget as it
+// arrives. release frees them; call it once the body is no longer used. On error nothing is
+// held. A body over maxBytes fails with *http.MaxBytesError.
+func (b *Budget) ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64) (body []byte, release func(), err error) {
+	read := &bodyRead{address: hostOf(r.RemoteAddr), started: b.now(), arriving: true,
+		giveWay: func() { closeConnection(r.Context()) }}
+	b.mu.Lock()
+	b.reading[read] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		if err != nil {
+			b.release(read)
+		}
+	}()
+
+	limit := maxBytes + 1 // room to see a body over maxBytes
+	if r.ContentLength >= 0 {
+		limit = min(limit, r.ContentLength)
+	}
+	in := http.MaxBytesReader(w, r.Body, maxBytes)
+	buf := []byte{}
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				break // the declared length is read
+			}
+			size := min(max(2*int64(cap(buf)), bodyChunk), limit)
+			if err := b.hold(read, size-int64(cap(buf))); err != nil {
+				return nil, nil, err
+			}
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := in.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	b.mu.Lock()
+	read.arriving = false
+	b.mu.Unlock()
+	return buf, func() { b.release(read) }, nil
+}
+
+// hold adds n bytes to read's claim. When they do not fit, the slowest body in the way gives
+// way and hold waits a moment for its bytes.
+func (b *Budget) hold(read *bodyRead, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	deadline := b.now().Add(giveWayWait)
+	for {
+		fitsTotal := b.used+n <= b.total
+		fitsAddress := b.byAddress[read.address]+n <= b.perAddress
+		if fitsTotal && fitsAddress {
+			b.used += n
+			b.byAddress[read.address] += n
+			read.held += n
+			return nil
+		}
+		address := ""
+		if !fitsAddress {
+			address = read.address
+		}
+		slow := b.slowestLocked(read, address)
+		if slow == nil || !b.now().Before(deadline) {
+			return ErrBudgetExhausted
+		}
+		slow.arriving = false // give way once
+		go slow.giveWay()
+		timer := time.AfterFunc(time.Until(deadline), b.freed.Broadcast)
+		b.freed.Wait()
+		timer.Stop()
+	}
+}
+
+// slowestLocked is the body, of address or of any, that has been arriving longest, if that
+// is longer than slowBody.
+func (b *Budget) slowestLocked(except *bodyRead, address string) *bodyRead {
+	var slowest *bodyRead
+	cutoff := b.now().Add(-slowBody)
+	for r := range b.reading {
+		if r == except || !r.arriving || r.held == 0 || (address != "" && r.address != address) || !r.started.Before(cutoff) {
+			continue
+		}
+		if slowest == nil || r.started.Before(slowest.started) {
+			slowest = r
+		}
+	}
+	return slowest
+}
+
+func (b *Budget) release(read *bodyRead) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.reading[read]; !ok {
+		return
+	}
+	delete(b.reading, read)
+	b.used -= read.held
+	if b.byAddress[read.address] -= read.held; b.byAddress[read.address] <= 0 {
+		delete(b.byAddress, read.address)
+	}
+	b.freed.Broadcast()
+}
