@@ -26,10 +26,12 @@ import (
 )
 
 // connTracker keeps the accepted connections within a cap, in total and per client address.
-// A connection over either cap displaces one that does no work: an idle keep-alive first, then
-// the one that has waited longest for its handshake, its headers or its body. Only when every
-// connection in its way is busy answering is the newcomer itself closed. So connections that
-// idle or stall cannot keep a client that has a request ready out.
+// A connection over either cap displaces one that is not busy answering, of the address that
+// holds the most: an idle keep-alive first, then the one that has waited longest for its
+// handshake, its headers or its body. Only when every connection in its way is busy is the
+// newcomer itself closed. So connections that idle or stall, however quickly they are
+// reopened, cannot keep a client with a request ready out, unless they come from more
+// addresses than the cap has connections.
 type connTracker struct {
 	maxConns, maxPerAddress int
 	now                     func() time.Time
@@ -96,14 +98,30 @@ func (t *connTracker) admit(conn net.Conn) *trackedConn {
 }
 
 // victimLocked is the connection to close for a newcomer, among those of address (every one
-// if address is ""): the longest idle, else the one waiting longest without being busy.
+// if address is ""), never a busy one: one of the address that holds the most connections,
+// so that a client with few keeps them however many others open; of those, an idle one
+// first, then the one that has waited longest.
 func (t *connTracker) victimLocked(address string) *trackedConn {
 	var best *trackedConn
 	for c := range t.conns {
 		if (address != "" && c.address != address) || c.busy > 0 {
 			continue
 		}
-		if best == nil || (c.idle && !best.idle) || (c.idle == best.idle && c.since.Before(best.since)) {
+		if best == nil {
+			best = c
+			continue
+		}
+		mine, theirs := t.byAddress[c.address], t.byAddress[best.address]
+		switch {
+		case mine != theirs:
+			if mine > theirs {
+				best = c
+			}
+		case c.idle != best.idle:
+			if c.idle {
+				best = c
+			}
+		case c.since.Before(best.since):
 			best = c
 		}
 	}

@@ -44,8 +44,9 @@ type Limits struct {
 	// MaxHeaderBytes bounds a request's headers (Go's default is 1 MiB).
 	MaxHeaderBytes int
 	// MaxConns bounds open connections, each a goroutine and TLS buffers. At the cap a new
-	// connection closes the longest idle one, else the one that has waited longest for its
-	// handshake or request; only if all are busy answering is it closed itself.
+	// connection closes one of the address that holds the most: the longest idle, else the
+	// one that has waited longest for its handshake or request; only if all are busy
+	// answering is it closed itself.
 	MaxConns int
 	// MaxConnsPerAddress is one client address's share of MaxConns: beyond it, a new
 	// connection from that address displaces another of its own, never someone else's.

@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,10 +139,20 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 
 // serveThroughAPIServer runs a webhook with validators on a free port, its certificate minted
 // by the stack's SPIRE through client, and registers it with the stack's kube-apiserver for
-// both kinds, as the chart does. The webhook stops when the test ends.
+// both kinds, failing closed. The webhook stops when the test ends.
 func serveThroughAPIServer(t *testing.T, ctx context.Context, stack *realcluster.Stack, client *spire.Client, validators Validators) (*Webhook, int) {
 	t.Helper()
 	port := freePort(t)
+	hook, stop := startWebhookOn(t, ctx, stack, client, port, validators)
+	t.Cleanup(stop)
+	registerWebhooks(t, ctx, stack, port, admissionregistrationv1.Fail)
+	return hook, port
+}
+
+// startWebhookOn runs a webhook with validators on port, its certificate minted by the
+// stack's SPIRE through client, until stop is called.
+func startWebhookOn(t *testing.T, ctx context.Context, stack *realcluster.Stack, client *spire.Client, port int, validators Validators) (hook *Webhook, stop func()) {
+	t.Helper()
 	hook, err := New(Options{
 		ConfigurationName: "spire-webhook",
 		Host:              "127.0.0.1",
@@ -156,16 +167,24 @@ func serveThroughAPIServer(t *testing.T, ctx context.Context, stack *realcluster
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	go func() { done <- hook.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var once sync.Once
+	return hook, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
 
-	fail := admissionregistrationv1.Fail
+// registerWebhooks registers the webhook on port of localhost with the stack's kube-apiserver
+// for both kinds, as the chart does, with failure policy policy and the API server's default
+// timeout (the chart sets none).
+func registerWebhooks(t *testing.T, ctx context.Context, stack *realcluster.Stack, port int, policy admissionregistrationv1.FailurePolicyType) {
+	t.Helper()
 	none := admissionregistrationv1.SideEffectClassNone
 	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{
@@ -179,15 +198,14 @@ func serveThroughAPIServer(t *testing.T, ctx context.Context, stack *realcluster
 		ObjectMeta: metav1.ObjectMeta{Name: "spire-webhook"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			{Name: "vclusterspiffeid.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterSPIFFEIDPath)},
-				Rules: rule("clusterspiffeids"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
+				Rules: rule("clusterspiffeids"), FailurePolicy: &policy, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
 			{Name: "vclusterfederatedtrustdomain.kb.io", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: hookURL(ClusterFederatedTrustDomainPath)},
-				Rules: rule("clusterfederatedtrustdomains"), FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
+				Rules: rule("clusterfederatedtrustdomains"), FailurePolicy: &policy, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
 		},
 	}
 	if _, err := stack.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return hook, port
 }
 
 func freePort(t *testing.T) int {
