@@ -122,12 +122,13 @@ func (b *Budget) ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64
 	return buf, func() { b.release(read) }, nil
 }
 
-// hold adds n bytes to read's claim. When they do not fit, the slowest body in the way gives
-// way and hold waits a moment for its bytes.
+// hold adds n bytes to read's claim. When they do not fit, the slowest bodies in the way give
+// way, and hold waits a moment for their bytes.
 func (b *Budget) hold(read *bodyRead, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	deadline := b.now().Add(giveWayWait)
+	deadline := time.Now().Add(giveWayWait)
+	var asked []*bodyRead
 	for {
 		fitsTotal := b.used+n <= b.total
 		fitsAddress := b.byAddress[read.address]+n <= b.perAddress
@@ -141,16 +142,27 @@ func (b *Budget) hold(read *bodyRead, n int64) error {
 		if !fitsAddress {
 			address = read.address
 		}
-		slow := b.slowestLocked(read, address)
-		if slow == nil || !b.now().Before(deadline) {
+		if slow := b.slowestLocked(read, address); slow != nil {
+			slow.arriving = false // it gives way once
+			asked = append(asked, slow)
+			go slow.giveWay()
+		} else if !b.anyReadingLocked(asked) || !time.Now().Before(deadline) {
 			return ErrBudgetExhausted
 		}
-		slow.arriving = false // give way once
-		go slow.giveWay()
 		timer := time.AfterFunc(time.Until(deadline), b.freed.Broadcast)
 		b.freed.Wait()
 		timer.Stop()
 	}
+}
+
+// anyReadingLocked reports whether any of reads still holds its bytes.
+func (b *Budget) anyReadingLocked(reads []*bodyRead) bool {
+	for _, r := range reads {
+		if _, ok := b.reading[r]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // slowestLocked is the body, of address or of any, that has been arriving longest, if that

@@ -204,9 +204,9 @@ func TestWebhookStalledClientsHoldNoSlot(t *testing.T) {
 	}
 }
 
-// TestWebhookBoundsConnections: connections that never even start a TLS handshake wait in
-// the accept queue beyond maxConns instead of each costing a goroutine; when they go, a
-// review is answered.
+// TestWebhookBoundsConnections: of connections that never even start a TLS handshake, at most
+// MaxConns are open at once (each newcomer displaces the longest waiting) instead of each
+// costing a goroutine; while they are still open, a review is answered.
 func TestWebhookBoundsConnections(t *testing.T) {
 	limits := defaultLimits()
 	limits.MaxConns, limits.MaxConnsPerAddress = 8, 8
@@ -233,16 +233,18 @@ func TestWebhookBoundsConnections(t *testing.T) {
 	if bound := limits.MaxConns + 4; grown > bound {
 		t.Errorf("goroutines grew by %d with %d idle connections, want at most %d", grown, idle, bound)
 	}
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	resp, err := hook.client.Post(hook.url+ClusterSPIFFEIDPath, "application/json", strings.NewReader(string(validReview(t, 0))))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("with %d connections waiting for a handshake, a review was not answered: %v", idle, err)
 	}
 	defer resp.Body.Close()
 	if !decodeAllowed(t, resp) {
-		t.Error("a valid review was not allowed after the idle connections went")
+		t.Error("a valid review was not allowed")
 	}
 }
 
