@@ -149,7 +149,12 @@ func (b *Budget) hold(read *bodyRead, n int64) error {
 		} else if !b.anyReadingLocked(asked) || !time.Now().Before(deadline) {
 			return ErrBudgetExhausted
 		}
-		timer := time.AfterFunc(time.Until(deadline), b.freed.Broadcast)
+		// The timer takes the lock, so that its wake-up cannot come before Wait.
+		timer := time.AfterFunc(time.Until(deadline), func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.freed.Broadcast()
+		})
 		b.freed.Wait()
 		timer.Stop()
 	}
