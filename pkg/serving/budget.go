@@ -29,9 +29,9 @@ import (
 var ErrBudgetExhausted = errors.New("too many request bytes held at once")
 
 // Budget bounds the memory of request bodies held at once, in total and per client address,
-// across every connection of a server. A body holds bytes as it arrives, in buffers that
-// double (the first is bodyChunk), never more than its declared length; it holds no slot of
-// any kind while it arrives. When a body does not fit, the body that has been arriving
+// across every connection of a server. A body holds bytes as it arrives, in chunks of at most
+// bodyChunk, never more than its declared length, and once it has arrived, its joined copy
+// while the chunks are let go; it holds no slot of any kind while it arrives. When a body does not fit, the body that has been arriving
 // longest, if it has been arriving for longer than slowBody, gives way: its connection is
 // closed and its bytes freed. A client that sends its body in one go, as kube-apiserver does,
 // is never that one.
@@ -47,8 +47,8 @@ type Budget struct {
 }
 
 const (
-	// bodyChunk is the first buffer of a body: an ordinary review fits in it.
-	bodyChunk = 32 << 10
+	// bodyChunk is the unit a body is read in: an ordinary review fits in one.
+	bodyChunk = 64 << 10
 	// slowBody is how long a body may arrive before it gives way to another: kube-apiserver
 	// writes a review of a few MiB in milliseconds on any cluster network.
 	slowBody = time.Second
@@ -93,22 +93,16 @@ func (b *Budget) ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64
 		limit = min(limit, r.ContentLength)
 	}
 	in := http.MaxBytesReader(w, r.Body, maxBytes)
-	buf := []byte{}
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= limit {
-				break // the declared length is read
-			}
-			size := min(max(2*int64(cap(buf)), bodyChunk), limit)
-			if err := b.hold(read, size-int64(cap(buf))); err != nil {
-				return nil, nil, err
-			}
-			grown := make([]byte, len(buf), size)
-			copy(grown, buf)
-			buf = grown
+	var chunks [][]byte
+	var total int64
+	for total < limit {
+		size := min(bodyChunk, limit-total)
+		if err := b.hold(read, size); err != nil {
+			return nil, nil, err
 		}
-		n, err := in.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		chunk, err := readChunk(in, size)
+		chunks = append(chunks, chunk)
+		total += int64(len(chunk))
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -116,10 +110,53 @@ func (b *Budget) ReadBody(w http.ResponseWriter, r *http.Request, maxBytes int64
 			return nil, nil, err
 		}
 	}
+	if r.ContentLength > total {
+		return nil, nil, io.ErrUnexpectedEOF
+	}
+	body, err = b.join(read, chunks, total)
+	if err != nil {
+		return nil, nil, err
+	}
 	b.mu.Lock()
 	read.arriving = false
 	b.mu.Unlock()
-	return buf, func() { b.release(read) }, nil
+	return body, func() { b.release(read) }, nil
+}
+
+// readChunk reads up to size bytes, fewer only at the end of the body (io.EOF) or on an error.
+func readChunk(in io.Reader, size int64) ([]byte, error) {
+	chunk := make([]byte, size)
+	n := 0
+	for n < len(chunk) {
+		m, err := in.Read(chunk[n:])
+		n += m
+		if err != nil {
+			return chunk[:n], err
+		}
+	}
+	return chunk, nil
+}
+
+// join returns chunks as one slice. Its copy is held first; the chunks' bytes are let go
+// after.
+func (b *Budget) join(read *bodyRead, chunks [][]byte, total int64) ([]byte, error) {
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	b.mu.Lock()
+	chunksHeld := read.held
+	b.mu.Unlock()
+	if err := b.hold(read, total); err != nil {
+		return nil, err
+	}
+	body := make([]byte, 0, total)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	b.mu.Lock()
+	b.takeLocked(read, chunksHeld)
+	b.mu.Unlock()
+	return body, nil
 }
 
 // hold adds n bytes to read's claim. When they do not fit, the slowest bodies in the way give
@@ -193,8 +230,14 @@ func (b *Budget) release(read *bodyRead) {
 		return
 	}
 	delete(b.reading, read)
-	b.used -= read.held
-	if b.byAddress[read.address] -= read.held; b.byAddress[read.address] <= 0 {
+	b.takeLocked(read, read.held)
+}
+
+// takeLocked lets n of read's bytes go.
+func (b *Budget) takeLocked(read *bodyRead, n int64) {
+	read.held -= n
+	b.used -= n
+	if b.byAddress[read.address] -= n; b.byAddress[read.address] <= 0 {
 		delete(b.byAddress, read.address)
 	}
 	b.freed.Broadcast()

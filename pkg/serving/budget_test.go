@@ -25,9 +25,9 @@ import (
 	"time"
 )
 
-// TestBudgetHoldsWhatArrived: a body holds about what it has sent (buffers double from
-// bodyChunk, never past the declared length), frees it on release, and one over the cap
-// fails with *http.MaxBytesError holding nothing.
+// TestBudgetHoldsWhatArrived: a body holds what it has sent (in chunks of bodyChunk, never
+// past the declared length), frees it on release; one shorter than declared fails, and one
+// over the cap fails with *http.MaxBytesError, holding nothing.
 func TestBudgetHoldsWhatArrived(t *testing.T) {
 	b := NewBudget(1<<20, 1<<20)
 	body := strings.Repeat("x", 100<<10)
@@ -42,6 +42,12 @@ func TestBudgetHoldsWhatArrived(t *testing.T) {
 	release()
 	if b.used != 0 || len(b.byAddress) != 0 {
 		t.Errorf("after release %d bytes are held (%v)", b.used, b.byAddress)
+	}
+
+	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	r.ContentLength = int64(len(body)) + 1
+	if _, _, err := b.ReadBody(httptest.NewRecorder(), r, 200<<10); err == nil {
+		t.Error("a body shorter than its declared length was read as complete")
 	}
 
 	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
