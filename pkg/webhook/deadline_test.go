@@ -155,3 +155,23 @@ func reviewBody(t *testing.T, obj *spirev1alpha1.ClusterSPIFFEID) []byte {
 	}
 	return body
 }
+
+// TestDenialKeepsTheDetailOfALongValue: a denial cuts a long value, not the reason after it,
+// and counts the errors it does not list.
+func TestDenialKeepsTheDetailOfALongValue(t *testing.T) {
+	p := field.NewPath("spec", "spiffeIDTemplate")
+	errs := field.ErrorList{field.Invalid(p, strings.Repeat("x", 16<<10), "functions would allocate more than 1 MiB")}
+	for i := range 100 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "dnsNameTemplates").Index(i), "{{.X}}", "can't evaluate field X"))
+	}
+	msg := denial(errs)
+	if !strings.Contains(msg, "functions would allocate more than 1 MiB") {
+		t.Errorf("the reason after a 16 KiB value is lost: %.400s", msg)
+	}
+	if want := "and 85 more"; !strings.HasSuffix(msg, want) {
+		t.Errorf("the message does not end with %q: …%s", want, msg[max(0, len(msg)-100):])
+	}
+	if bound := maxListedErrors*(maxErrorBytes+2) + 32; len(msg) > bound {
+		t.Errorf("the message is %d bytes, over %d", len(msg), bound)
+	}
+}

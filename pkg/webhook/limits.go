@@ -79,8 +79,11 @@ const (
 	// retryAfterSeconds is the Retry-After of a 429: the API server's client waits this long
 	// before it calls again, well within its default 10 s timeout.
 	retryAfterSeconds = "1"
-	// maxListedErrors and maxErrorBytes bound a denial's message: the first errors, each cut
-	// to a length, then how many more there are.
+	// A denial's message lists the first maxListedErrors errors, then how many more there
+	// are. In each, the value is cut to maxValueBytes and the detail to maxDetailBytes; an
+	// error is at most maxErrorBytes whatever its value's type.
 	maxListedErrors = 16
-	maxErrorBytes   = 1024
+	maxValueBytes   = 256
+	maxDetailBytes  = 1024
+	maxErrorBytes   = 2048
 )

@@ -181,15 +181,22 @@ func (rv *reviewer) decide(ctx context.Context, check func() *metav1.Status) (re
 	}
 }
 
-// denial lists the first maxListedErrors errors, each cut to maxErrorBytes, then the count of
-// the others: its length is bounded whatever the object, and it is built in one pass.
+// denial lists the first maxListedErrors errors, then the count of the others; in each, the
+// value is cut to maxValueBytes and the detail to maxDetailBytes, so that what is wrong stays
+// readable after a long template. Its length is bounded whatever the object, and it is built
+// in one pass.
 func denial(errs field.ErrorList) string {
 	var b strings.Builder
 	for i, e := range errs[:min(len(errs), maxListedErrors)] {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(truncate(e.Error(), maxErrorBytes))
+		bounded := *e
+		if value, ok := bounded.BadValue.(string); ok {
+			bounded.BadValue = truncate(value, maxValueBytes)
+		}
+		bounded.Detail = truncate(bounded.Detail, maxDetailBytes)
+		b.WriteString(truncate(bounded.Error(), maxErrorBytes))
 	}
 	if more := len(errs) - maxListedErrors; more > 0 {
 		fmt.Fprintf(&b, "; and %d more", more)
