@@ -45,12 +45,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -345,22 +342,6 @@ func (h *testHook) dial(t *testing.T) *tls.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
-}
-
-// restClient is the client the API server calls webhooks with: client-go's REST client,
-// which waits for a 429's Retry-After and calls again.
-func (h *testHook) restClient(t *testing.T) *rest.RESTClient {
-	t.Helper()
-	client, err := rest.UnversionedRESTClientFor(&rest.Config{
-		Host:            h.url,
-		TLSClientConfig: rest.TLSClientConfig{CAData: h.caPEM},
-		ContentConfig: rest.ContentConfig{ContentType: "application/json",
-			NegotiatedSerializer: serializer.NewCodecFactory(scheme.Scheme).WithoutConversion()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
 
 // sendHead writes a POST's request line and headers, with extra header lines.

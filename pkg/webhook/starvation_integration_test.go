@@ -44,13 +44,9 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
-// apiServerTimeout is how long the API server waits for a webhook whose configuration sets no
-// timeoutSeconds, as the chart's does not; past it, failurePolicy decides.
-const apiServerTimeout = 10 * time.Second
-
 // promptRefusal bounds how long an attack may delay a refusal: less than the 5 s after which
 // a stalled client is dropped, so that a configuration whose timeoutSeconds is shorter than
-// the API server's default does not fail open either.
+// the API server's default (10 s, which the chart keeps) does not fail open either.
 const promptRefusal = 3 * time.Second
 
 // starvationPeakBound bounds the process's peak memory growth under any starvation shape: the
