@@ -29,10 +29,10 @@ import (
 var ErrBudgetExhausted = errors.New("too many request bytes held at once")
 
 // Budget bounds the memory of request bodies held at once, in total and per client address,
-// across every connection of a server. A body holds bytes as it arrives, in chunks of at most
-// bodyChunk, never more than its declared length, and once it has arrived, its joined copy
-// while the chunks are let go; it holds no slot of any kind while it arrives. When a body does not fit, the body that has been arriving
-// longest, if it has been arriving for longer than slowBody, gives way: its connection is
+// across every connection of a server. A body holds the bytes it has sent, in chunks of at
+// most bodyChunk and never past its declared length (once complete, its joined copy replaces
+// the chunks), and no slot of any kind while it arrives. When a body does not fit, the one
+// that has been arriving longest, if longer than slowBody, gives way: its connection is
 // closed and its bytes freed. A client that sends its body in one go, as kube-apiserver does,
 // is never that one.
 type Budget struct {
