@@ -299,6 +299,8 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"kubernetes.io signer name", minimal + "podCertificates: {signerName: kubernetes.io/x509-svid}\n", "podCertificates.signerName"},
 		{"CA TTL under 2h", minimal + "podCertificates: {caTTL: 1h}\n", "podCertificates.caTTL"},
 		{"bad failPendingAfter", minimal + "podCertificates: {failPendingAfter: later}\n", "podCertificates.failPendingAfter"},
+		{"negative waitForIdentity", minimal + "podCertificates: {waitForIdentity: -1s}\n", "podCertificates.waitForIdentity"},
+		{"waitForIdentity past the request cleaner", minimal + "podCertificates: {waitForIdentity: 15m}\n", "podCertificates.waitForIdentity"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
@@ -500,7 +502,7 @@ func TestPodCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := PodCertificates{Enabled: true, SignerName: DefaultPodCertificateSignerName}
+	want := PodCertificates{Enabled: true, SignerName: DefaultPodCertificateSignerName, WaitForIdentity: 5 * time.Minute}
 	if cfg.PodCertificates != want {
 		t.Errorf("defaults = %+v, want %+v", cfg.PodCertificates, want)
 	}
@@ -516,7 +518,7 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m}\n"))
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
