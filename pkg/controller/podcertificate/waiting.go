@@ -58,6 +58,7 @@ func (c *Controller) identityWaitLeft(req *certificatesv1.PodCertificateRequest,
 type waitingRequests struct {
 	mu          sync.Mutex
 	byNamespace map[string]map[string]waitingRequest // namespace → request key → why
+	byPod       map[string]int                       // namespace/pod → requests
 	byReason    map[podcert.Reason]int
 }
 
@@ -68,7 +69,7 @@ type waitingRequest struct {
 }
 
 func newWaitingRequests() *waitingRequests {
-	return &waitingRequests{byNamespace: map[string]map[string]waitingRequest{}, byReason: map[podcert.Reason]int{}}
+	return &waitingRequests{byNamespace: map[string]map[string]waitingRequest{}, byPod: map[string]int{}, byReason: map[podcert.Reason]int{}}
 }
 
 // wait records that the request of key waits, for the reason given.
@@ -81,10 +82,10 @@ func (w *waitingRequests) wait(req *certificatesv1.PodCertificateRequest, key st
 		w.byNamespace[req.Namespace] = keys
 	}
 	if old, ok := keys[key]; ok {
-		w.count(old.reason, -1)
+		w.count(req.Namespace, old, -1)
 	}
 	keys[key] = waitingRequest{pod: req.Spec.PodName, reason: reason}
-	w.count(reason, 1)
+	w.count(req.Namespace, keys[key], 1)
 }
 
 // forget drops the request of key, which no longer waits: it was decided, or is gone.
@@ -101,13 +102,17 @@ func (w *waitingRequests) forget(key string) {
 	if len(keys) == 0 {
 		delete(w.byNamespace, namespace)
 	}
-	w.count(old.reason, -1)
+	w.count(namespace, old, -1)
 }
 
-// count moves the number waiting for reason by delta, and its metric with it.
-func (w *waitingRequests) count(reason podcert.Reason, delta int) {
-	w.byReason[reason] += delta
-	metrics.PodCertificateRequestsWaiting.WithLabelValues(string(reason)).Set(float64(w.byReason[reason]))
+// count moves the numbers waiting for r's pod and reason by delta, and the metric with them.
+func (w *waitingRequests) count(namespace string, r waitingRequest, delta int) {
+	pod := namespace + "/" + r.pod
+	if w.byPod[pod] += delta; w.byPod[pod] == 0 {
+		delete(w.byPod, pod)
+	}
+	w.byReason[r.reason] += delta
+	metrics.PodCertificateRequestsWaiting.WithLabelValues(string(r.reason)).Set(float64(w.byReason[r.reason]))
 }
 
 // len is how many requests wait.
@@ -119,6 +124,13 @@ func (w *waitingRequests) len() int {
 		n += len(keys)
 	}
 	return n
+}
+
+// hasPod reports whether a request of namespace's pod waits.
+func (w *waitingRequests) hasPod(namespace, pod string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byPod[namespace+"/"+pod] > 0
 }
 
 // keys returns, sorted, the keys of the requests that wait in namespace, and only of pod
@@ -188,10 +200,11 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 }
 
 // onPodUpdate queues a pod's waiting requests when something its entries depend on changed
-// (its labels, say); status updates do not.
+// (its labels, say); status updates do not. Most pods have no waiting request, and cost a
+// map lookup.
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
 	pod, ok := informercache.ViewOf(newObj)
-	if !ok || informercache.SameForEntries(oldObj, newObj) {
+	if !ok || !c.waiting.hasPod(pod.Namespace, pod.Name) || informercache.SameForEntries(oldObj, newObj) {
 		return
 	}
 	c.requeueWaiting(pod.Namespace, pod.Name)

@@ -253,3 +253,31 @@ func TestIdentityChangesRequeueWaitingRequests(t *testing.T) {
 		t.Errorf("waiting after a delete: %v", got)
 	}
 }
+
+// TestWaitingRequestsCount: the set counts each request once, by pod and by reason, however
+// often it waits again, and forgets it once.
+func TestWaitingRequestsCount(t *testing.T) {
+	w := newWaitingRequests()
+	web := kubeletRequest(t, pod("prod", "web", "node-1", nil), node("node-1"), newP256Key(t))
+	web.Name = "web-req"
+	db := kubeletRequest(t, pod("prod", "db", "node-1", nil), node("node-1"), newP256Key(t))
+	db.Name = "db-req"
+	w.wait(web, "prod/web-req", podcert.ReasonNoIdentity)
+	w.wait(web, "prod/web-req", podcert.ReasonClusterSPIFFEIDNotApplicable)
+	w.wait(db, "prod/db-req", podcert.ReasonNoIdentity)
+	if w.len() != 2 || !w.hasPod("prod", "web") || !w.hasPod("prod", "db") || w.hasPod("dev", "web") {
+		t.Fatalf("len %d, web %t, db %t", w.len(), w.hasPod("prod", "web"), w.hasPod("prod", "db"))
+	}
+	if diff := cmp.Diff(map[podcert.Reason]int{podcert.ReasonNoIdentity: 1, podcert.ReasonClusterSPIFFEIDNotApplicable: 1}, w.byReason); diff != "" {
+		t.Errorf("by reason (-want +got):\n%s", diff)
+	}
+	w.forget("prod/web-req")
+	w.forget("prod/web-req")
+	w.forget("prod/db-req")
+	if w.len() != 0 || w.hasPod("prod", "web") || len(w.byPod) != 0 || len(w.byNamespace) != 0 {
+		t.Errorf("after forgetting both: len %d, by pod %v, by namespace %v", w.len(), w.byPod, w.byNamespace)
+	}
+	if w.byReason[podcert.ReasonNoIdentity] != 0 || w.byReason[podcert.ReasonClusterSPIFFEIDNotApplicable] != 0 {
+		t.Errorf("by reason after forgetting both: %v", w.byReason)
+	}
+}
