@@ -23,8 +23,9 @@ limitations under the License.
 // It is built as the entry controller is: informers and handlers that map events to request
 // keys, one queue whose namespaces take turns, workers that sync a key. pkg/podcert holds the
 // pure decisions (checks, lifetime, the certificate); pkg/render renders the pod's SPIFFE ID
-// and DNS names from the same ClusterSPIFFEIDs as its entries. The signing CA is an intermediate SPIRE signs for
-// this controller (NewDownstreamX509CA), held only in memory and renewed at half its life.
+// and DNS names from the same ClusterSPIFFEIDs as its entries. The signing CA is an
+// intermediate SPIRE signs for this controller (NewDownstreamX509CA), held only in memory and
+// renewed at half its life.
 package podcertificate
 
 import (
