@@ -49,10 +49,10 @@ const maxFailuresNamed = 3
 // controller prefers, the first of the most preferred ClusterSPIFFEID that renders one. A
 // pod with no such entry gets errNoIdentityYet, with the denial it is due: a denial is final,
 // and the ClusterSPIFFEIDs, the namespace and the pod may change (a ClusterSPIFFEID applied
-// again, or not in the informer yet), so the caller waits before it denies. Another error
-// means the identity cannot be told yet: the pod in the cache lacks fields a template reads.
-// Only a pod in an ignored namespace, which no change short of a restart can give an
-// identity, is denied at once.
+// again, or not in the informer yet), so the caller waits before it denies (mayPass).
+// Another error means the identity cannot be told yet: the pod in the cache lacks fields a
+// template reads. A pod in an ignored namespace, which no change short of a restart can give
+// an identity, and an identity refused for what it is, are denied at once.
 func (c *Controller) identityOf(view informercache.View, pod *corev1.Pod, node *corev1.Node, named string) (*identity, *podcert.Decision, error) {
 	all, err := c.clusterSPIFFEIDLister.List(labels.Everything())
 	if err != nil {
@@ -75,10 +75,20 @@ func (c *Controller) identityOf(view informercache.View, pod *corev1.Pod, node *
 		return nil, nil, err
 	}
 	id, d := c.choose(active, pod, ns, node, slices, named)
-	if d != nil {
+	switch {
+	case d == nil:
+		return id, nil, nil
+	case mayPass(d.Reason):
 		return nil, nil, errNoIdentityYet{denial: d}
 	}
-	return id, nil, nil
+	return nil, d, nil
+}
+
+// mayPass reports whether a pod denied for reason may yet get an identity from its
+// ClusterSPIFFEIDs, namespace or labels changing: none selects it or renders one for it, or
+// not the one named. Other refusals of an identity are final.
+func mayPass(reason podcert.Reason) bool {
+	return reason == podcert.ReasonNoIdentity || reason == podcert.ReasonClusterSPIFFEIDNotApplicable
 }
 
 // choose renders the pod's entries and picks the one that gives its identity.
