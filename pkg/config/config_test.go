@@ -300,6 +300,9 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"CA TTL under 2h", minimal + "podCertificates: {caTTL: 1h}\n", "podCertificates.caTTL"},
 		{"bad failPendingAfter", minimal + "podCertificates: {failPendingAfter: later}\n", "podCertificates.failPendingAfter"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
+		{"federated signer name of no path", minimal + "podCertificates: {federatedSignerName: example.com}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the signer name", minimal + "podCertificates: {signerName: example.com/svid, federatedSignerName: example.com/svid}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the default signer name", minimal + "podCertificates: {federatedSignerName: spire.spiffe.io/x509-svid}\n", "podCertificates.federatedSignerName"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
 
@@ -516,11 +519,11 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m}\n"))
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, federatedSignerName: example.com/svid-federated}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute}
+	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute, FederatedSignerName: "example.com/svid-federated"}
 	if cfg.PodCertificates != want {
 		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}

@@ -47,14 +47,21 @@ type PodCertificatesConfig struct {
 	// (SPIRE unreachable, or refusing to renew it); default: never. A Failed request is final
 	// for the kubelet: the pod's volume stays failed until the pod is replaced.
 	FailPendingAfter *Duration `json:"failPendingAfter"`
+	// FederatedSignerName, when set, publishes the X.509 authorities of each trust domain
+	// SPIRE federates with as a ClusterTrustBundle of this signer name, labelled
+	// spire.spiffe.io/trust-domain=<trust domain>. It must differ from signerName, so that
+	// pods mounting every bundle of signerName keep trusting their own trust domain only;
+	// default: none, federated trust is not published.
+	FederatedSignerName string `json:"federatedSignerName"`
 }
 
 // PodCertificates is the validated podCertificates section.
 type PodCertificates struct {
-	Enabled          bool
-	SignerName       string
-	CATTL            time.Duration
-	FailPendingAfter time.Duration
+	Enabled             bool
+	SignerName          string
+	CATTL               time.Duration
+	FailPendingAfter    time.Duration
+	FederatedSignerName string
 }
 
 // validatePodCertificates applies the podCertificates section.
@@ -86,6 +93,15 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 			errs = append(errs, err)
 		}
 		cfg.PodCertificates.FailPendingAfter = p.FailPendingAfter.Duration
+	}
+	if p.FederatedSignerName != "" {
+		if err := validateSignerName(path.Child("federatedSignerName"), p.FederatedSignerName); err != nil {
+			errs = append(errs, err)
+		} else if p.FederatedSignerName == cfg.PodCertificates.SignerName {
+			errs = append(errs, field.Invalid(path.Child("federatedSignerName"), p.FederatedSignerName,
+				"must differ from signerName: pods that mount every bundle of signerName would trust the federated trust domains too"))
+		}
+		cfg.PodCertificates.FederatedSignerName = p.FederatedSignerName
 	}
 	if p.Enabled && f.StaticManifestPath != nil {
 		errs = append(errs, field.Forbidden(path.Child("enabled"), "static mode has no Kubernetes API to serve PodCertificateRequests from"))

@@ -29,6 +29,7 @@ package podcertificate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,10 @@ type Options struct {
 	// DryRun writes nothing: no request status and no ClusterTrustBundle; what would be
 	// written is logged.
 	DryRun bool
+	// FederatedSignerName, when not empty, is the signer name the bundles of the trust
+	// domains SPIRE federates with are published for (see federatedbundles.go); the authority
+	// must then be a FederatedAuthority.
+	FederatedSignerName string
 }
 
 // Authority is what the controller needs of SPIRE: its CA, and the authorities it publishes.
@@ -128,6 +133,9 @@ type Controller struct {
 	parking     *runner.Parking[string]                      // requests waiting for a usable CA
 	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
 	handlers    runner.Handlers                              // added to the informers, removed when Run returns
+
+	federatedAuthority FederatedAuthority                               // reads federated bundles; nil without a federated signer name
+	federated          atomic.Pointer[map[string][]spire.X509Authority] // federated trust domains' authorities as last listed
 }
 
 // NewController wires the controller to its informers: the requests and the bundles of the
@@ -183,6 +191,13 @@ func NewController(
 		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
 	}
 	c.parking = runner.NewParking(requestQueueName, c.queue, c.ca.probe)
+	if opts.FederatedSignerName != "" {
+		fa, ok := authority.(FederatedAuthority)
+		if !ok {
+			return nil, fmt.Errorf("publishing federated bundles needs a SPIRE client that lists federation relationships")
+		}
+		c.federatedAuthority = fa
+	}
 	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -222,10 +237,13 @@ func NewController(
 	return c, nil
 }
 
-// Start gets the first CA from SPIRE, so that a caller SPIRE will never give one fails at
-// start with what to fix. Only that refusal is returned: when SPIRE is unreachable, Run keeps
-// asking.
+// Start refuses a signer name whose bundles another spire-registrar publishes, and gets the
+// first CA from SPIRE, so that a caller SPIRE will never give one fails at start with what to
+// fix. Only those refusals are returned: when SPIRE is unreachable, Run keeps asking.
 func (c *Controller) Start(ctx context.Context) error {
+	if err := c.checkBundleOwners(ctx); err != nil {
+		return err
+	}
 	return c.ca.first(ctx)
 }
 
@@ -303,7 +321,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	// renewIfDue records the authorities before it renews, so the bundle sync sees them even
 	// when the renewal fails. Requests that wait for a CA are retried by the parking once the
 	// CA is usable.
-	err = c.ca.renewIfDue(ctx, time.Now(), authorities)
+	err = errors.Join(c.ca.renewIfDue(ctx, time.Now(), authorities), c.listFederated(ctx))
 	c.bundleQueue.Add(bundleKey)
 	return err
 }
