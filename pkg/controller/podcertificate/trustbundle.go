@@ -156,6 +156,7 @@ func (c *Controller) syncSignerBundles(ctx context.Context, signer string, want 
 		logger.Info("Created the ClusterTrustBundle of SPIRE's X.509 authorities", "clusterTrustBundle", name, "trustDomain", d.trustDomain)
 	}
 	if len(foreign) > 0 {
+		slices.Sort(foreign)
 		return fmt.Errorf("ClusterTrustBundles of signer %s belong to another spire-registrar and are left alone: %s; give each trust domain and className its own signer name", signer, strings.Join(foreign, ", "))
 	}
 	return nil
