@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"net"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestFederatedTrustBundles(t *testing.T) {
 	}
 	asked := w.mounted(t, federatedSigner, labels.SelectorFromSet(labels.Set{trustDomainLabel: partnerTD}))
 
-	podSVID := w.podSVID(t, pod)
+	podSVID := credentialBundleSVID(t, w.podSVID(t, pod))
 	peerSVID := mintSVID(t, partner, "spiffe://"+partnerTD+"/peer")
 	td, ptd := spiffeid.RequireTrustDomainFromString(trustDomain), spiffeid.RequireTrustDomainFromString(partnerTD)
 	federatedTrust := x509bundle.NewSet(x509bundle.FromX509Authorities(td, ours), x509bundle.FromX509Authorities(ptd, asked))
@@ -203,6 +204,31 @@ func (w *world) mounted(t *testing.T, signer string, selector labels.Selector) [
 		out = append(out, certs...)
 	}
 	return out
+}
+
+// credentialBundleSVID writes svid as the kubelet writes a podCertificate source's
+// credentialBundlePath (pkg/volume/projected in Kubernetes 1.37.1: the PKCS#8 key as a
+// PRIVATE KEY block, then the chain's CERTIFICATE blocks, leaf first), and reads that one file
+// back with go-spiffe as docs/pod-certificates.md says an application does: x509svid.Parse
+// with the same bytes for the certificates and the key.
+func credentialBundleSVID(t *testing.T, svid *x509svid.SVID) *x509svid.SVID {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(svid.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	for _, c := range svid.Certificates {
+		bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	read, err := x509svid.Parse(bundle, bundle)
+	if err != nil {
+		t.Fatalf("go-spiffe does not read the credential bundle: %v", err)
+	}
+	if read.ID != svid.ID || len(read.Certificates) != len(svid.Certificates) {
+		t.Fatalf("the credential bundle reads as %s with %d certificates, want %s with %d", read.ID, len(read.Certificates), svid.ID, len(svid.Certificates))
+	}
+	return read
 }
 
 // mintSVID has the partner server mint an X509-SVID with its CLI.

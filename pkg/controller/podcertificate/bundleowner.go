@@ -185,7 +185,7 @@ func (c *Controller) checkBundleOwners(ctx context.Context) error {
 		}
 	}
 	if len(conflicts) > 0 {
-		return fmt.Errorf("podCertificates.signerName: %s; give each trust domain and className its own signerName and federatedSignerName", strings.Join(conflicts, "; "))
+		return fmt.Errorf("%s; give each trust domain and className its own podCertificates.signerName and federatedSignerName", strings.Join(conflicts, "; "))
 	}
 	return nil
 }
