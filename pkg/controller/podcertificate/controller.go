@@ -119,7 +119,7 @@ type Controller struct {
 	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
 	caches   []cache.InformerSynced                  // the informers Run waits for
 	requests certlisters.PodCertificateRequestLister // the requests for the signer name
-	bundles  certlisters.ClusterTrustBundleLister    // the bundles of the signer name
+	bundles  certlisters.ClusterTrustBundleLister    // the bundles, at least those marked as spire-registrar's
 
 	pods            *informercache.PodLister           // pods, read as views and expanded to render
 	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors
@@ -138,9 +138,10 @@ type Controller struct {
 	federated          atomic.Pointer[map[string][]spire.X509Authority] // federated trust domains' authorities as last listed
 }
 
-// NewController wires the controller to its informers: the requests and the bundles of the
-// signer name (the caller narrows their informers with a field selector on spec.signerName),
-// and the informers pods are rendered from. It registers indexes and event handlers and
+// NewController wires the controller to its informers: the requests of the signer name (the
+// caller narrows their informer with a field selector on spec.signerName), the bundles (the
+// caller may narrow them to those labelled ManagedByLabel=ManagedBy; others are never
+// touched), and the informers pods are rendered from. It registers indexes and event handlers and
 // starts nothing. client writes request status and bundles; it and spireAPI read what an
 // informer may lag behind on before a request is denied.
 func NewController(
