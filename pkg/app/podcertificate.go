@@ -126,12 +126,15 @@ func canSign(ctx context.Context, kube clientset.Interface, signerName, federate
 	}
 	if federatedSignerName != "" {
 		checks = append(checks, authorizationv1.ResourceAttributes{Verb: "attest", Group: certificatesv1.GroupName, Resource: "signers", Name: federatedSignerName})
-		signerName += " and attest for " + federatedSignerName
 	}
 	ok, err := allowed(ctx, kube, "pod certificates may be signed", checks...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("podCertificates.enabled: %w", err)
+	case !ok && federatedSignerName != "":
+		return fmt.Errorf("podCertificates.enabled: the credentials may not sign PodCertificateRequests or attest ClusterTrustBundles for signer %s, or attest for podCertificates.federatedSignerName %s: "+
+			"grant the ClusterRole of manifests/pod-certificates (sign and attest on signers %s, attest on signers %s, update on podcertificaterequests/status, "+
+			"clustertrustbundles create, update and delete)", signerName, federatedSignerName, signerName, federatedSignerName)
 	case !ok:
 		return fmt.Errorf("podCertificates.enabled: the credentials may not sign PodCertificateRequests or attest ClusterTrustBundles for signer %s: "+
 			"grant the ClusterRole of manifests/pod-certificates (sign and attest on signers %s, update on podcertificaterequests/status, "+
