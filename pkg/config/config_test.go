@@ -302,6 +302,9 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"negative waitForIdentity", minimal + "podCertificates: {waitForIdentity: -1s}\n", "podCertificates.waitForIdentity"},
 		{"waitForIdentity past the request cleaner", minimal + "podCertificates: {waitForIdentity: 15m}\n", "podCertificates.waitForIdentity"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
+		{"federated signer name of no path", minimal + "podCertificates: {federatedSignerName: example.com}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the signer name", minimal + "podCertificates: {signerName: example.com/svid, federatedSignerName: example.com/svid}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the default signer name", minimal + "podCertificates: {federatedSignerName: spire.spiffe.io/x509-svid}\n", "podCertificates.federatedSignerName"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
 
@@ -518,11 +521,11 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s}\n"))
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s, federatedSignerName: example.com/svid-federated}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute}
+	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute, FederatedSignerName: "example.com/svid-federated"}
 	if cfg.PodCertificates != want {
 		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}

@@ -51,15 +51,22 @@ type PodCertificatesConfig struct {
 	// (no ClusterSPIFFEID gives it one) waits for one before it is denied; default 5m, at
 	// most 10m, 0 denies at once.
 	WaitForIdentity *Duration `json:"waitForIdentity"`
+	// FederatedSignerName, when set, publishes the X.509 authorities of each trust domain
+	// SPIRE federates with as a ClusterTrustBundle of this signer name, labelled
+	// spire.spiffe.io/trust-domain=<trust domain>. It must differ from signerName, so that
+	// pods mounting every bundle of signerName keep trusting their own trust domain only;
+	// default: none, federated trust is not published.
+	FederatedSignerName string `json:"federatedSignerName"`
 }
 
 // PodCertificates is the validated podCertificates section.
 type PodCertificates struct {
-	Enabled          bool
-	SignerName       string
-	CATTL            time.Duration
-	FailPendingAfter time.Duration
-	WaitForIdentity  time.Duration
+	Enabled             bool
+	SignerName          string
+	CATTL               time.Duration
+	FailPendingAfter    time.Duration
+	WaitForIdentity     time.Duration
+	FederatedSignerName string
 }
 
 // DefaultWaitForIdentity and MaxWaitForIdentity bound podCertificates.waitForIdentity. A
@@ -114,6 +121,15 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 				"must be at most 10m: kube-controller-manager deletes a request 15 minutes after its creation, and one that waits longer is never denied"))
 		}
 		cfg.PodCertificates.WaitForIdentity = p.WaitForIdentity.Duration
+	}
+	if p.FederatedSignerName != "" {
+		if err := validateSignerName(path.Child("federatedSignerName"), p.FederatedSignerName); err != nil {
+			errs = append(errs, err)
+		} else if p.FederatedSignerName == cfg.PodCertificates.SignerName {
+			errs = append(errs, field.Invalid(path.Child("federatedSignerName"), p.FederatedSignerName,
+				"must differ from signerName: pods that mount every bundle of signerName would trust the federated trust domains too"))
+		}
+		cfg.PodCertificates.FederatedSignerName = p.FederatedSignerName
 	}
 	if p.Enabled && f.StaticManifestPath != nil {
 		errs = append(errs, field.Forbidden(path.Child("enabled"), "static mode has no Kubernetes API to serve PodCertificateRequests from"))

@@ -77,6 +77,8 @@ type worldOptions struct {
 	spireCATTL time.Duration
 	// notDownstream gives spire-registrar's entry admin only, without downstream.
 	notDownstream bool
+	// federatedSignerName is podCertificates.federatedSignerName; empty: none.
+	federatedSignerName string
 }
 
 // world is a kube-apiserver that authorizes nodes as a cluster with kubelets does (Node
@@ -95,6 +97,8 @@ type world struct {
 	// waitForIdentity and gcInterval are the config's for the next start: 2s and gcInterval
 	// unless a test sets them.
 	waitForIdentity, gcInterval time.Duration
+	// federatedSignerName is the config's podCertificates.federatedSignerName.
+	federatedSignerName string
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -102,7 +106,8 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), waitForIdentity: 2 * time.Second, gcInterval: gcInterval}
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), waitForIdentity: 2 * time.Second, gcInterval: gcInterval,
+		federatedSignerName: opts.federatedSignerName}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
@@ -138,6 +143,10 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 // X509-SVID, the pod certificate signer on, and a short gcInterval and waitForIdentity. The
 // entry ID prefix keeps its resyncs from deleting the entries the tests create with the CLI.
 func (w *world) config() string {
+	federated := ""
+	if w.federatedSignerName != "" {
+		federated = "  federatedSignerName: " + w.federatedSignerName + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
 trustDomain: %s
@@ -150,7 +159,7 @@ workloadAPISocketPath: %s
 podCertificates:
   enabled: true
   waitForIdentity: %s
-`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity)
+`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + federated
 }
 
 // start runs spire-registrar with the flags given besides its config; it stops when the
