@@ -47,7 +47,7 @@ func newSettleEnv(t *testing.T, files map[string]string) *settleEnv {
 	for name, content := range files {
 		writeManifest(t, dir, name, content)
 	}
-	source, err := NewSource(context.Background(), dir, false, settleInterval)
+	source, err := NewSource(context.Background(), dir, Options{PollInterval: settleInterval})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestNewSourceWaitsForFilesToSettle(t *testing.T) {
 	cancel()
 	// The first read finds the file's content new: with no time to see it again, NewSource
 	// must not return a source serving it.
-	if _, err := NewSource(ctx, dir, false, time.Hour); err == nil || !strings.Contains(err.Error(), "context canceled") {
+	if _, err := NewSource(ctx, dir, Options{PollInterval: time.Hour}); err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("NewSource = %v, want the context's error", err)
 	}
 }
