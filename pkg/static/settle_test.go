@@ -43,11 +43,18 @@ type settleEnv struct {
 // newSettleEnv writes files, then starts a source over them without its poller.
 func newSettleEnv(t *testing.T, files map[string]string) *settleEnv {
 	t.Helper()
+	return newSettleEnvWith(t, files, Options{})
+}
+
+// newSettleEnvWith is newSettleEnv with options; the poll interval is settleInterval.
+func newSettleEnvWith(t *testing.T, files map[string]string, opts Options) *settleEnv {
+	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
 		writeManifest(t, dir, name, content)
 	}
-	source, err := NewSource(context.Background(), dir, Options{PollInterval: settleInterval})
+	opts.PollInterval = settleInterval
+	source, err := NewSource(context.Background(), dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

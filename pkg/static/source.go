@@ -194,6 +194,7 @@ func (s *Source) Shutdown() {
 // when they first appear, and keep the last good content of their file.
 func (s *Source) poll(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	before := s.files
 	desired, problems, contents, err := s.read(logger)
 	if err != nil {
 		// An unreadable directory says nothing about what is declared: change nothing.
@@ -210,8 +211,12 @@ func (s *Source) poll(ctx context.Context) {
 		}
 	}
 	s.problems = current
-	for _, change := range s.apply(desired) {
-		logger.Info("Static manifest changed", "kind", change.kind, "name", change.name, "change", change.event)
+	// Comparing every resource served with its declaration is the costly part of a poll, and
+	// needless when no file declares anything new.
+	if !sameDeclarations(before, s.files) {
+		for _, change := range s.apply(desired) {
+			logger.Info("Static manifest changed", "kind", change.kind, "name", change.name, "change", change.event)
+		}
 	}
 	if s.pollHook != nil {
 		s.pollHook(contents)
@@ -293,6 +298,21 @@ func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error
 		}
 	}
 	return desired, problems, contents, nil
+}
+
+// sameDeclarations says whether the files of after declare what those of before did: the
+// same files, each with the very objects it had.
+func sameDeclarations(before, after map[string]*fileState) bool {
+	if len(before) != len(after) {
+		return false
+	}
+	for path, a := range after {
+		b, ok := before[path]
+		if !ok || len(a.objects) != len(b.objects) || len(a.objects) > 0 && &a.objects[0] != &b.objects[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // readResult is what readIfChanged found.
