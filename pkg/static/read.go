@@ -78,12 +78,13 @@ func (id fileID) trustedAfterRead(readStart time.Time) bool {
 // file ever held whole, so it is read again at the next poll.
 var errChangedWhileRead = errors.New("changed while read")
 
-// unreadableError says why a manifest file was not read.
-type unreadableError struct {
-	path, reason string
+// unreadable says why the manifest at path was not read, naming the path once.
+func unreadable(path string, err error) error {
+	if pathErr, ok := errors.AsType[*fs.PathError](err); ok {
+		err = fmt.Errorf("%s: %w", pathErr.Op, pathErr.Err)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
-
-func (e *unreadableError) Error() string { return e.path + ": " + e.reason }
 
 // checkRegular returns why a file of this mode is not read, or nil for a regular file.
 func checkRegular(path string, mode fs.FileMode) error {
@@ -103,15 +104,15 @@ func checkRegular(path string, mode fs.FileMode) error {
 	default:
 		what = "not a regular file (" + mode.Type().String() + ")"
 	}
-	return &unreadableError{path, what + ", not a regular file: not read"}
+	return fmt.Errorf("%s: %s, not a regular file: not read", path, what)
 }
 
 func checkSize(path string, size, maxSize int64) error {
 	if size <= maxSize {
 		return nil
 	}
-	return &unreadableError{path, fmt.Sprintf("larger than staticManifestLimits.maxFileSize (%s): not read",
-		resource.NewQuantity(maxSize, resource.BinarySI))}
+	return fmt.Errorf("%s: larger than staticManifestLimits.maxFileSize (%s): not read",
+		path, resource.NewQuantity(maxSize, resource.BinarySI))
 }
 
 // statManifest returns what the file at path, symlinks followed, is.
@@ -119,7 +120,7 @@ func statManifest(path string) (fs.FileInfo, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		// Among others, ELOOP for a symlink loop and ENOENT for a dangling symlink.
-		return nil, &unreadableError{path, err.Error()}
+		return nil, unreadable(path, err)
 	}
 	return info, nil
 }
@@ -133,12 +134,12 @@ func readManifest(path string, maxSize int64) ([]byte, fileID, time.Time, error)
 	readStart := time.Now()
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fileID{}, readStart, &unreadableError{path, err.Error()}
+		return nil, fileID{}, readStart, unreadable(path, err)
 	}
 	defer func() { _ = f.Close() }()
 	before, err := f.Stat()
 	if err != nil {
-		return nil, fileID{}, readStart, &unreadableError{path, err.Error()}
+		return nil, fileID{}, readStart, unreadable(path, err)
 	}
 	if err := checkRegular(path, before.Mode()); err != nil {
 		return nil, fileID{}, readStart, err
@@ -149,14 +150,14 @@ func readManifest(path string, maxSize int64) ([]byte, fileID, time.Time, error)
 	// The size stat gives is only a hint (files of /proc say 0); the limit is what bounds.
 	buf := bytes.NewBuffer(make([]byte, 0, before.Size()+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(f, maxSize+1)); err != nil {
-		return nil, fileID{}, readStart, &unreadableError{path, err.Error()}
+		return nil, fileID{}, readStart, unreadable(path, err)
 	}
 	if err := checkSize(path, int64(buf.Len()), maxSize); err != nil {
 		return nil, fileID{}, readStart, err
 	}
 	after, err := f.Stat()
 	if err != nil {
-		return nil, fileID{}, readStart, &unreadableError{path, err.Error()}
+		return nil, fileID{}, readStart, unreadable(path, err)
 	}
 	if id := identify(before); id != identify(after) {
 		return nil, fileID{}, readStart, errChangedWhileRead

@@ -75,7 +75,7 @@ func TestNewSourceRefusesUnreadableFiles(t *testing.T) {
 			if err := os.Symlink(filepath.Base(path), path); err != nil {
 				t.Fatal(err)
 			}
-		}, "too many levels of symbolic links"},
+		}, "stat: too many levels of symbolic links"},
 		{"device", func(t *testing.T, path string) {
 			if err := os.Symlink("/dev/zero", path); err != nil {
 				t.Fatal(err)
