@@ -74,7 +74,11 @@ type Source struct {
 	// version counts changes; it is the resourceVersion of lists and objects.
 	version uint64
 	files   map[string]*fileState
-	kinds   map[string]*kindState
+	// declared is what files declare, by kind and name, and duplicates the resources they
+	// declare twice; both are computed again only when a file's declarations change.
+	declared   map[string]map[string]object
+	duplicates []error
+	kinds      map[string]*kindState
 	// problems are those of the last read, so each is logged once, when it appears.
 	problems map[string]bool
 
@@ -281,10 +285,20 @@ func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error
 			problems = append(problems, state.problems()...)
 		}
 	}
+	before := s.files
 	s.files = files
+	if s.declared == nil || !sameDeclarations(before, files) {
+		s.declared, s.duplicates = declarations(files)
+	}
+	return s.declared, append(problems, s.duplicates...), contents, nil
+}
 
+// declarations returns the resources files declare, by kind and name, and a problem for each
+// resource declared again by a later file (by name), which is ignored.
+func declarations(files map[string]*fileState) (map[string]map[string]object, []error) {
 	desired := map[string]map[string]object{kindStaticEntry: {}, kindTrustDomain: {}}
 	declaredIn := map[string]string{}
+	var problems []error
 	for _, path := range slices.Sorted(maps.Keys(files)) {
 		for _, obj := range files[path].objects {
 			kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -297,7 +311,7 @@ func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error
 			desired[kind][obj.GetName()] = obj
 		}
 	}
-	return desired, problems, contents, nil
+	return desired, problems
 }
 
 // sameDeclarations says whether the files of after declare what those of before did: the
