@@ -237,6 +237,16 @@ func TestStaticMode(t *testing.T) {
 	if want := (Reconcile{ClusterStaticEntries: true, ClusterFederatedTrustDomains: true}); cfg.Reconcile != want {
 		t.Errorf("Reconcile = %+v, want %+v", cfg.Reconcile, want)
 	}
+	if cfg.StaticManifestMaxFileSize != 0 || cfg.StaticManifestMaxTotalSize != 0 {
+		t.Errorf("static limits without staticManifestLimits = %d, %d, want 0 (static's defaults)", cfg.StaticManifestMaxFileSize, cfg.StaticManifestMaxTotalSize)
+	}
+	limited, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 1Mi, maxTotalSize: 16777216}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limited.StaticManifestMaxFileSize != 1<<20 || limited.StaticManifestMaxTotalSize != 16<<20 {
+		t.Errorf("staticManifestLimits = %d, %d, want 1Mi, 16Mi", limited.StaticManifestMaxFileSize, limited.StaticManifestMaxTotalSize)
+	}
 	only, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /m\nreconcile: {clusterFederatedTrustDomains: true}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -279,6 +289,11 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"ClusterSPIFFEIDs in static mode", minimal + "staticManifestPath: /m\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true}\n",
 			"reconcile.clusterSPIFFEIDs"},
 		{"leader election in static mode", minimal + "staticManifestPath: /m\nleaderElection: {leaderElect: true}\n", "leaderElection.leaderElect"},
+		{"static limits without static mode", minimal + "staticManifestLimits: {maxFileSize: 1Mi}\n", "staticManifestLimits"},
+		{"zero static file cap", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 0}\n", "staticManifestLimits.maxFileSize"},
+		{"fractional static total cap", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxTotalSize: 100m}\n", "staticManifestLimits.maxTotalSize"},
+		{"static file cap over the total", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 2Mi, maxTotalSize: 1Mi}\n", "staticManifestLimits.maxFileSize"},
+		{"static cap not a size", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: big}\n", "staticManifestLimits.maxFileSize"},
 		{"unknown log level", minimal + "logLevel: verbose\n", "logLevel"},
 		{"unknown log encoding", minimal + "logEncoding: logfmt\n", "logEncoding"},
 		{"filterByClassName without className", minimal + "filterByClassName: true\n", "className"},
