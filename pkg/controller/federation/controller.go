@@ -55,6 +55,9 @@ type Options struct {
 	fedreconciler.Options
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
+	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
+	// (see runner.Loop); 0 means runner.DefaultMaxResyncShare.
+	MaxResyncShare float64
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -163,6 +166,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		CachesSynced:   []cache.InformerSynced{c.cftdSynced},
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
+		MaxResyncShare: c.opts.MaxResyncShare,
 		WatchSPIRE:     c.watchSPIRE,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers:        []runner.Workers{{Count: workers, Work: c.worker}, {Count: 1, Work: c.parking.Run}},
