@@ -36,14 +36,15 @@ type EntryResult struct {
 	Err error
 }
 
-// listedEntryFields returns the fields ListEntries asks for: every field the
+// ListedEntryFields returns the fields ListEntries asks for: every field the
 // controller writes, compares, keys entries on or decides ownership by, plus
 // the creation time (the oldest of duplicates is kept) and the revision
 // number (a resync's list is merged with concurrent writes by it). An
 // entry's expiry and SPIRE 1.15's additional attributes are neither declared
 // nor compared, so they are not sent. A server that does not know a field
-// ignores its bit.
-func listedEntryFields() *types.EntryMask {
+// ignores its bit. The reconciler's table of entry fields says which are
+// listed; its tests check this mask against it.
+func ListedEntryFields() *types.EntryMask {
 	return &types.EntryMask{
 		SpiffeId:       true,
 		ParentId:       true,
@@ -62,7 +63,7 @@ func listedEntryFields() *types.EntryMask {
 }
 
 // ListEntries returns all registration entries, paging through the server
-// PageSize entries at a time. Entries carry the fields of listedEntryFields:
+// PageSize entries at a time. Entries carry the fields of ListedEntryFields:
 // not their expiry nor their additional attributes. On any error, including
 // one on a later page, it returns the error and no entries.
 func (c *Client) ListEntries(ctx context.Context) ([]*types.Entry, error) {
@@ -79,7 +80,7 @@ func (c *Client) listEntriesPage(ctx context.Context, token string) ([]*types.En
 	resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
 		PageSize:   c.pageSize(),
 		PageToken:  token,
-		OutputMask: listedEntryFields(),
+		OutputMask: ListedEntryFields(),
 	})
 	return resp.GetEntries(), resp.GetNextPageToken(), err
 }
