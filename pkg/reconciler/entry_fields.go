@@ -227,7 +227,9 @@ var entryFields = []entryField{
 				c.rareFields().additionalAttributes = e.AdditionalAttributes
 			}
 		},
-		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.AdditionalAttributes = c.rareOrNone().additionalAttributes },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) {
+			e.AdditionalAttributes = c.rareOrNone().additionalAttributes
+		},
 	},
 }
 
