@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
@@ -48,11 +47,11 @@ type clusterSPIFFEIDs struct {
 	status   *clusterSPIFFEIDStatus
 }
 
-func newClusterSPIFFEIDs(statusClient spireclientset.Interface) *clusterSPIFFEIDs {
+func newClusterSPIFFEIDs(status *runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID]) *clusterSPIFFEIDs {
 	return &clusterSPIFFEIDs{
 		compiled: render.NewCompiledClusterSPIFFEIDs(),
 		fanOut:   runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
-		status:   newClusterSPIFFEIDStatus(statusClient),
+		status:   newClusterSPIFFEIDStatus(status),
 	}
 }
 

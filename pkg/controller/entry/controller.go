@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -46,6 +47,7 @@ import (
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
@@ -144,9 +146,6 @@ func NewController(
 	if err != nil {
 		return nil, err
 	}
-	if opts.DryRun {
-		spireAPI = nil // A dry run writes no status.
-	}
 	c := &Controller{
 		opts:       opts,
 		renderer:   r,
@@ -156,8 +155,9 @@ func NewController(
 		podLatency: metrics.NewPodEntryLatencyTracker(),
 	}
 	c.podParking = runner.NewParking(podQueueName, c.podQueue, c.reconciler.Probe)
-	c.clusterSPIFFEIDs = newClusterSPIFFEIDs(spireAPI)
-	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), spireAPI, c.reconciler.Probe)
+	clusterSPIFFEIDStatus, clusterStaticEntryStatus := statusWriters(spireAPI, opts.DryRun)
+	c.clusterSPIFFEIDs = newClusterSPIFFEIDs(clusterSPIFFEIDStatus)
+	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), clusterStaticEntryStatus, c.reconciler.Probe)
 	c.cachesSynced = []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced}
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err
@@ -400,4 +400,19 @@ func (c *Controller) onSliceUpdate(oldObj, newObj any) {
 	}
 	c.enqueueSlicePods(oldSlice)
 	c.enqueueSlicePods(newSlice)
+}
+
+// statusWriters returns the writers of ClusterSPIFFEID and ClusterStaticEntry status. Without
+// a client, or in a dry run, they write nothing.
+func statusWriters(client spireclientset.Interface, dryRun bool) (*runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID], *runner.StatusWriter[*spirev1alpha1.ClusterStaticEntry]) {
+	var updateClusterSPIFFEID func(context.Context, *spirev1alpha1.ClusterSPIFFEID, metav1.UpdateOptions) (*spirev1alpha1.ClusterSPIFFEID, error)
+	var updateClusterStaticEntry func(context.Context, *spirev1alpha1.ClusterStaticEntry, metav1.UpdateOptions) (*spirev1alpha1.ClusterStaticEntry, error)
+	if client != nil {
+		updateClusterSPIFFEID = client.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus
+		updateClusterStaticEntry = client.SpireV1alpha1().ClusterStaticEntries().UpdateStatus
+	}
+	return runner.NewStatusWriter("ClusterSPIFFEID", updateClusterSPIFFEID, dryRun,
+			func(o *spirev1alpha1.ClusterSPIFFEID) *[]metav1.Condition { return &o.Status.Conditions }),
+		runner.NewStatusWriter("ClusterStaticEntry", updateClusterStaticEntry, dryRun,
+			func(o *spirev1alpha1.ClusterStaticEntry) *[]metav1.Condition { return &o.Status.Conditions })
 }
