@@ -61,9 +61,10 @@ import (
 //     the journal of a list that has not begun merging. A Sync of the tracking epoch marks
 //     its scopes touched after its writes and before it records its status counters. Resync
 //     checks the mark under the scope's lock and leaves a touched scope, and that pod's
-//     counters, to the Sync: the Sync ran against the merged cache, and any declaration newer
-//     than the one it wrote has queued another Sync of the scope (the controller's part of the
-//     bargain: every change to what a scope declares queues a Sync of it). After the Resync,
+//     counters, to the Sync, which wrote after the resync began: a declaration newer than the
+//     one it wrote has queued another Sync of the scope (the controller's part of the bargain:
+//     every change to what a scope declares queues a Sync of it), and a change made behind
+//     the controller's back in that scope waits for the next resync. After the Resync,
 //     untrack opens a plain epoch that marks nothing.
 //
 //  4. Prefetch. Prefetch begins the journal and starts one listing, at most one at a time
