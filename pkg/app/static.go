@@ -49,16 +49,5 @@ func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *H
 		}
 	}
 	cc = ControllerContext{Config: cfg, SPIRE: cc.SPIRE, DryRun: cc.DryRun, DryRunOutput: cc.DryRunOutput, StaticSource: source}
-	controllers, release, err := newControllers(ctx, cc)
-	if err != nil {
-		return err
-	}
-	defer release(false)
-	if health != nil {
-		health.setControllers(controllers)
-	}
-	source.Start(ctx)
-	defer source.Shutdown()
-	RunControllers(ctx, controllers, workers)
-	return nil
+	return run(ctx, cc, workers, health, informerFeed{start: source.Start, shutdown: source.Shutdown})
 }

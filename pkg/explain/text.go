@@ -147,6 +147,9 @@ func writeEntryFields(tw io.Writer, indent string, e Entry) {
 	if e.Hint != "" {
 		fmt.Fprintf(tw, "%shint:\t%s\n", indent, e.Hint)
 	}
+	if e.StoreSVID {
+		fmt.Fprintf(tw, "%sstoreSvid:\ttrue\n", indent)
+	}
 }
 
 // WriteClusterSPIFFEIDText writes a ClusterSPIFFEID's explanation for people.
