@@ -20,6 +20,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // A fieldPlan renders, without text/template, a template that only joins literal text and
@@ -36,50 +38,43 @@ type planPart struct {
 
 // stringField reads one string of the data; ok is false when a pointer on the way is nil,
 // where text/template fails with an error of its own.
-type stringField func(d *templateData) (value string, ok bool)
+type stringField func(in *renderInput) (value string, ok bool)
 
 // stringFields are the fields a plan can read, by their path in a template. Only fields of
 // kind string print as themselves, so they are the only ones listed.
 var stringFields = map[string]stringField{
-	"TrustDomain":                func(d *templateData) (string, bool) { return d.TrustDomain, true },
-	"ClusterName":                func(d *templateData) (string, bool) { return d.ClusterName, true },
-	"ClusterDomain":              func(d *templateData) (string, bool) { return d.ClusterDomain, true },
-	"PodMeta.Name":               podMetaField(func(d *templateData) string { return d.PodMeta.Name }),
-	"PodMeta.Namespace":          podMetaField(func(d *templateData) string { return d.PodMeta.Namespace }),
-	"PodMeta.GenerateName":       podMetaField(func(d *templateData) string { return d.PodMeta.GenerateName }),
-	"PodMeta.UID":                podMetaField(func(d *templateData) string { return string(d.PodMeta.UID) }),
-	"PodSpec.ServiceAccountName": podSpecField(func(d *templateData) string { return d.PodSpec.ServiceAccountName }),
-	"PodSpec.NodeName":           podSpecField(func(d *templateData) string { return d.PodSpec.NodeName }),
-	"PodSpec.Hostname":           podSpecField(func(d *templateData) string { return d.PodSpec.Hostname }),
-	"PodSpec.Subdomain":          podSpecField(func(d *templateData) string { return d.PodSpec.Subdomain }),
-	"NodeMeta.Name":              nodeMetaField(func(d *templateData) string { return d.NodeMeta.Name }),
-	"NodeMeta.UID":               nodeMetaField(func(d *templateData) string { return string(d.NodeMeta.UID) }),
+	"TrustDomain":                func(in *renderInput) (string, bool) { return in.trustDomain, true },
+	"ClusterName":                func(in *renderInput) (string, bool) { return in.clusterName, true },
+	"ClusterDomain":              func(in *renderInput) (string, bool) { return in.clusterDomain, true },
+	"PodMeta.Name":               podField(func(p *corev1.Pod) string { return p.Name }),
+	"PodMeta.Namespace":          podField(func(p *corev1.Pod) string { return p.Namespace }),
+	"PodMeta.GenerateName":       podField(func(p *corev1.Pod) string { return p.GenerateName }),
+	"PodMeta.UID":                podField(func(p *corev1.Pod) string { return string(p.UID) }),
+	"PodSpec.ServiceAccountName": podField(func(p *corev1.Pod) string { return p.Spec.ServiceAccountName }),
+	"PodSpec.NodeName":           podField(func(p *corev1.Pod) string { return p.Spec.NodeName }),
+	"PodSpec.Hostname":           podField(func(p *corev1.Pod) string { return p.Spec.Hostname }),
+	"PodSpec.Subdomain":          podField(func(p *corev1.Pod) string { return p.Spec.Subdomain }),
+	"NodeMeta.Name":              nodeField(func(n *corev1.Node) string { return n.Name }),
+	"NodeMeta.UID":               nodeField(func(n *corev1.Node) string { return string(n.UID) }),
 }
 
-func podMetaField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.PodMeta == nil {
+// podField and nodeField read a string of the pod or the node; strings are immutable, so
+// the plan reads the objects themselves.
+func podField(get func(p *corev1.Pod) string) stringField {
+	return func(in *renderInput) (string, bool) {
+		if in.pod == nil {
 			return "", false
 		}
-		return get(d), true
+		return get(in.pod), true
 	}
 }
 
-func podSpecField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.PodSpec == nil {
+func nodeField(get func(n *corev1.Node) string) stringField {
+	return func(in *renderInput) (string, bool) {
+		if in.node == nil {
 			return "", false
 		}
-		return get(d), true
-	}
-}
-
-func nodeMetaField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.NodeMeta == nil {
-			return "", false
-		}
-		return get(d), true
+		return get(in.node), true
 	}
 }
 
@@ -121,14 +116,14 @@ func fieldOf(pipe *parse.PipeNode) stringField {
 
 // render joins the plan's parts over data; ok is false when text/template must run instead,
 // to fail as it does: a nil object on the way, or an output past maxRenderedBytes.
-func (p fieldPlan) render(data *templateData) (string, bool) {
+func (p fieldPlan) render(in *renderInput) (string, bool) {
 	var b strings.Builder
 	for _, part := range p {
 		if part.field == nil {
 			b.WriteString(part.text)
 			continue
 		}
-		value, ok := part.field(data)
+		value, ok := part.field(in)
 		if !ok {
 			return "", false
 		}

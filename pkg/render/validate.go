@@ -26,7 +26,6 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -50,7 +49,7 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 	if trustDomain == "" || tdErr != nil {
 		td = spiffeid.TrustDomain{}
 	}
-	sample := sampleTemplateData(td)
+	sample := sampleInput(td)
 
 	idPath := specPath.Child("spiffeIDTemplate")
 	if spec.SPIFFEIDTemplate == "" {
@@ -113,7 +112,7 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 // which every field is set, so that the errors that remain are the template's own: a field
 // the data lacks, a template that is not defined, a wrong number of arguments. A map key that
 // is missing is no error: labels and annotations vary from pod to pod.
-func validateTemplate(p *field.Path, text string, sample *templateData) (*template.Template, *field.Error) {
+func validateTemplate(p *field.Path, text string, sample *renderInput) (*template.Template, *field.Error) {
 	if len(text) > maxTemplateBytes {
 		return nil, field.TooLong(p, "", maxTemplateBytes)
 	}
@@ -121,7 +120,9 @@ func validateTemplate(p *field.Path, text string, sample *templateData) (*templa
 	if err != nil {
 		return nil, field.Invalid(p, text, err.Error())
 	}
-	if _, err := execute(t, sample); err != nil && isTemplateError(err) {
+	in := *sample
+	in.budget = nil // Each template is tried within a budget of its own.
+	if _, err := execute(t, &in); err != nil && isTemplateError(err) {
 		return nil, field.Invalid(p, text, err.Error())
 	}
 	return t.Template, nil
@@ -137,7 +138,7 @@ func isTemplateError(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"can't evaluate field", "no such template", "not defined", "wrong number of args",
-		"cannot print a value of type", "printf width or precision"} {
+		"printf width or precision", "range can't iterate"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -199,18 +200,20 @@ func literalText(t *template.Template) (string, bool) {
 	return leadingText(t), true
 }
 
-// sampleTemplateData is template data in which every pointer, slice and map the templates can
-// reach holds a value, so that a field reference fails only when the field does not exist.
-func sampleTemplateData(td spiffeid.TrustDomain) *templateData {
-	data := &templateData{TrustDomain: td.Name(), ClusterName: "cluster", ClusterDomain: "cluster.local",
-		PodMeta: &metav1.ObjectMeta{}, PodSpec: &corev1.PodSpec{}, NodeMeta: &metav1.ObjectMeta{}, NodeSpec: &corev1.NodeSpec{}}
-	for _, v := range []any{data.PodMeta, data.PodSpec, data.NodeMeta, data.NodeSpec} {
+// sampleInput is a render input in which every pointer, slice and map the templates can reach
+// holds a value, so that a field reference fails only when the field does not exist.
+func sampleInput(td spiffeid.TrustDomain) *renderInput {
+	in := &renderInput{trustDomain: td.Name(), clusterName: "cluster", clusterDomain: "cluster.local",
+		pod: &corev1.Pod{}, node: &corev1.Node{}, reach: Reach{PodMeta: FieldSet{All: true}, PodSpec: FieldSet{All: true},
+			NodeMeta: FieldSet{All: true}, NodeSpec: FieldSet{All: true}}}
+	for _, v := range []any{&in.pod.ObjectMeta, &in.pod.Spec, &in.node.ObjectMeta, &in.node.Spec} {
 		populate(reflect.ValueOf(v).Elem(), 0)
 	}
-	if data.TrustDomain == "" {
-		data.TrustDomain = "example.org"
+	if in.trustDomain == "" {
+		in.trustDomain = "example.org"
 	}
-	return data
+	in.templateView()
+	return in
 }
 
 // populate fills every settable field below v with a value: "x" for strings, 1 for numbers,
