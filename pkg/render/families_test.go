@@ -332,4 +332,21 @@ func TestFamilyObjects(t *testing.T) {
 	cases = append(cases, familyCase{name: "64 templates near the size cap",
 		spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: near}})
 	runFamily(t, "objects", familyPod(), cases)
+
+	// Many objects at the caps of one object, compiled and kept together, each rendered for
+	// a pod: the cap of all objects bounds what they keep.
+	compiled := NewCompiledClusterSPIFFEIDs()
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	rise, took := newPeakTracker(t).measure(t, func() {
+		for i := range 40 {
+			_, _ = r.PodEntry(compiled.Get(bigObject(fmt.Sprint(i))), familyPod(), testNode(), nil)
+		}
+	})
+	if rise > 4*familyPeakBound {
+		t.Errorf("40 objects at the caps raised the peak memory %d MiB, more than %d MiB", rise>>20, 4*familyPeakBound>>20)
+	}
+	if _, err := r.PodEntry(testClusterSPIFFEID(spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate}), testPod(), testNode(), nil); err != nil {
+		t.Errorf("after 40 objects at the caps, an ordinary render fails: %v", err)
+	}
+	t.Logf("family objects at the caps: 40 objects, peak rise %d KiB, time %v", rise>>10, took)
 }

@@ -45,6 +45,15 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 	specPath := field.NewPath("spec")
 	var errs field.ErrorList
 
+	// Over the caps of one object, the templates are not even parsed: the refusal costs
+	// nothing, whatever their number.
+	if _, err := templatesCost(spec); err != nil {
+		if p := firstTooLong(specPath, spec); p != nil {
+			return field.ErrorList{field.TooLong(p, "", maxTemplateBytes)}
+		}
+		return field.ErrorList{field.Invalid(specPath, "", err.Error())}
+	}
+
 	td, tdErr := spiffeid.TrustDomainFromString(trustDomain)
 	if trustDomain == "" || tdErr != nil {
 		td = spiffeid.TrustDomain{}
@@ -106,6 +115,24 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 		errs = append(errs, field.Invalid(specPath.Child("jwtTtl"), spec.JWTTTL.Duration.String(), "must not be negative"))
 	}
 	return errs
+}
+
+// firstTooLong is the path of the first template longer than maxTemplateBytes, if any.
+func firstTooLong(specPath *field.Path, spec *spirev1alpha1.ClusterSPIFFEIDSpec) *field.Path {
+	if len(spec.SPIFFEIDTemplate) > maxTemplateBytes {
+		return specPath.Child("spiffeIDTemplate")
+	}
+	for i, text := range spec.DNSNameTemplates {
+		if len(text) > maxTemplateBytes {
+			return specPath.Child("dnsNameTemplates").Index(i)
+		}
+	}
+	for i, text := range spec.WorkloadSelectorTemplates {
+		if len(text) > maxTemplateBytes {
+			return specPath.Child("workloadSelectorTemplates").Index(i)
+		}
+	}
+	return nil
 }
 
 // validateTemplate parses a template as the controller does and renders it over a sample in
