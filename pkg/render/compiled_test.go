@@ -94,7 +94,9 @@ func TestCompilingDoesNotHoldUpOtherReaders(t *testing.T) {
 	go func() { done <- c.Get(slow) }()
 	<-entered
 	read := make(chan *ClusterSPIFFEID)
-	go func() { read <- c.Active([]*spirev1alpha1.ClusterSPIFFEID{ready}, func(string) bool { return true })[0] }()
+	go func() {
+		read <- c.Active([]*spirev1alpha1.ClusterSPIFFEID{ready}, func(string) bool { return true })[0]
+	}()
 	select {
 	case got := <-read:
 		if got != compiled {
