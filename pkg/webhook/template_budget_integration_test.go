@@ -84,7 +84,7 @@ func TestWebhookRefusesTemplatesPastTheMemoryBudget(t *testing.T) {
 		name, template, detail string
 	}{
 		{"reported", printed(100000), "Too long"},
-		{"over-budget", printed(1000), "functions would allocate more than"},
+		{"over-budget", printed(1000), "would allocate more than"},
 	} {
 		err := create(tc.name, tc.template)
 		if err == nil || !strings.Contains(err.Error(), "spec.spiffeIDTemplate") || !strings.Contains(err.Error(), tc.detail) {
