@@ -196,8 +196,9 @@ func (r *boundBudget) printValue(value any) (string, error) {
 	return checkLength(fmt.Sprint(printableArg(value)))
 }
 
-// printableArg is a value as text/template prints it: what its pointers point to, and "<no
-// value>" for nothing.
+// printableArg is a value as text/template prints the objects' values: what its pointers
+// point to, "<no value>" for nothing, and "nil" for an unset object, as the String method of
+// the Kubernetes types prints it.
 func printableArg(value any) any {
 	if value == nil {
 		return "<no value>"
@@ -205,6 +206,9 @@ func printableArg(value any) any {
 	v := reflect.ValueOf(value)
 	for v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()
+	}
+	if v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct {
+		return "nil"
 	}
 	return v.Interface()
 }
