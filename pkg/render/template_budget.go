@@ -45,12 +45,16 @@ const (
 	// argCost is what text/template allocates for each argument of a call, and what fmt
 	// writes around a value it cannot format: "%!v(MISSING)", "%!(EXTRA ", "<nil>".
 	argCost = 64
-	// valueCost bounds what fmt writes for a value that is not a string, and around any
-	// value: %#b of an int64, %#v's type names and quotes, a map entry's separators and
+	// valueCost bounds what fmt writes for a value that is not a string, and around a
+	// list, map or struct: %#b of an int64, %#v's type names, a map entry's separators and
 	// the sorting of its keys. The view holds no float.
 	valueCost = 80
-	// escapeFactor bounds what fmt, html, js or urlquery write for each byte of a string:
-	// js writes "\u003C" for "<".
+	// stringCost bounds what fmt writes around a string: quotes, or a bad verb's
+	// "%!d(string=" and ")".
+	stringCost = 16
+	// escapeFactor bounds what fmt's quoting and hexadecimal verbs, html, js and urlquery
+	// write for each byte of a string: js writes "\u003C" for "<". print, and printf's %s,
+	// %v and %d, write a string as it is.
 	escapeFactor = 6
 	// maxWidthDigits bounds the width and precision of a printf verb, so that a format such
 	// as "%0999999999d" cannot ask for a gigabyte of padding.
@@ -162,14 +166,15 @@ func (r *boundBudget) rangeOver(value any) (any, error) {
 }
 
 // charge spends what an output function may allocate to write values, plus fixed bytes of
-// its own, under the one rule above.
-func (r *boundBudget) charge(fixed, pad int, values ...any) error {
+// its own, under the one rule above: each value padded by pad, each byte of a string written
+// as perByte bytes.
+func (r *boundBudget) charge(fixed, pad, perByte int, values ...any) error {
 	if r.b == nil {
 		return errUnbound
 	}
 	n := fixed + argCost*len(values)
 	for _, v := range values {
-		n += printBound(reflect.ValueOf(v), pad, maxAllocatedBytes-n)
+		n += printBound(reflect.ValueOf(v), pad, perByte, maxAllocatedBytes-n)
 		if n > maxAllocatedBytes {
 			return errMemoryExceeded
 		}
@@ -179,7 +184,7 @@ func (r *boundBudget) charge(fixed, pad int, values ...any) error {
 
 // output is print or println within the budget.
 func (r *boundBudget) output(format func(...any) string, args []any) (string, error) {
-	if err := r.charge(0, 0, args...); err != nil {
+	if err := r.charge(0, 0, 1, args...); err != nil {
 		return "", err
 	}
 	return checkLength(format(args...))
@@ -190,7 +195,7 @@ func (r *boundBudget) printValue(value any) (string, error) {
 	if s, ok := value.(string); ok {
 		return checkLength(s)
 	}
-	if err := r.charge(0, 0, value); err != nil {
+	if err := r.charge(0, 0, 1, value); err != nil {
 		return "", err
 	}
 	return checkLength(fmt.Sprint(printableArg(value)))
@@ -216,9 +221,13 @@ func printableArg(value any) any {
 // printf is fmt.Sprintf within the budget. Its verbs may print an argument several times
 // ("%[1]s%[1]s") and pad each value they print by their width and precision.
 func (r *boundBudget) printf(format string, args ...any) (string, error) {
-	verbs, pad, indexed, err := scanVerbs(format)
+	verbs, pad, indexed, expands, err := scanVerbs(format)
 	if err != nil {
 		return "", err
+	}
+	perByte := 1
+	if expands {
+		perByte = escapeFactor
 	}
 	repeats := 1
 	if indexed {
@@ -226,7 +235,7 @@ func (r *boundBudget) printf(format string, args ...any) (string, error) {
 	}
 	fixed := len(format) + verbs*(argCost+pad)
 	for range repeats {
-		if err := r.charge(fixed, pad, args...); err != nil {
+		if err := r.charge(fixed, pad, perByte, args...); err != nil {
 			return "", err
 		}
 		fixed = 0
@@ -254,16 +263,17 @@ func (r *boundBudget) escape(escaper func(string) string, args []any) (string, e
 			return "", err
 		}
 	}
-	if err := r.charge(0, 0, s); err != nil {
+	if err := r.charge(0, 0, escapeFactor, s); err != nil {
 		return "", err
 	}
 	return checkLength(escaper(s))
 }
 
 // scanVerbs reads a printf format's verbs: how many, the widest padding a width and a
-// precision may add to each value, and whether one picks its argument by index. It refuses a
-// width or precision taken from an argument, or of more than maxWidthDigits digits.
-func scanVerbs(format string) (verbs, pad int, indexed bool, err error) {
+// precision may add to each value, whether one picks its argument by index, and whether one
+// may write a string longer than it is (any verb but %s, %v and %d, or the # and + flags). It
+// refuses a width or precision taken from an argument, or of more than maxWidthDigits digits.
+func scanVerbs(format string) (verbs, pad int, indexed, expands bool, err error) {
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' {
 			continue
@@ -277,46 +287,50 @@ func scanVerbs(format string) (verbs, pad int, indexed bool, err error) {
 				// The zero flag.
 			case '0' <= c && c <= '9':
 				if digits++; digits > maxWidthDigits {
-					return 0, 0, false, fmt.Errorf("printf width or precision in %q too large: more than %d digits", format, maxWidthDigits)
+					return 0, 0, false, false, fmt.Errorf("printf width or precision in %q too large: more than %d digits", format, maxWidthDigits)
 				}
 				value = value*10 + int(c-'0')
 				continue
 			case c == '*':
-				return 0, 0, false, errors.New("printf width or precision taken from an argument (*) is not allowed")
+				return 0, 0, false, false, errors.New("printf width or precision taken from an argument (*) is not allowed")
 			case c == '[':
 				indexed = true
-			case c != '.' && c != ']' && c != '#' && c != '+' && c != '-' && c != ' ':
+			case c == '#' || c == '+':
+				expands = true
+			case c != '.' && c != ']' && c != '-' && c != ' ':
+				expands = expands || (c != 's' && c != 'v' && c != 'd')
 				break verb
 			}
 			verbPad, digits, value = verbPad+value, 0, 0
 		}
 		pad = max(pad, verbPad+value)
 	}
-	return verbs, pad, indexed, nil
+	return verbs, pad, indexed, expands, nil
 }
 
-// printBound bounds what fmt, html, js or urlquery write for v under any verb, each value
-// padded by pad. It walks v until the bound passes limit.
-func printBound(v reflect.Value, pad, limit int) int {
+// printBound bounds what fmt, html, js or urlquery write for v, each value padded by pad and
+// each byte of a string written as perByte bytes. It walks v until the bound passes limit.
+func printBound(v reflect.Value, pad, perByte, limit int) int {
+	if v.Kind() == reflect.String {
+		return stringCost + pad + perByte*v.Len()
+	}
 	n := valueCost + pad
 	switch v.Kind() {
-	case reflect.String:
-		return n + escapeFactor*v.Len()
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
-			n += printBound(v.Elem(), pad, limit-n)
+			n += printBound(v.Elem(), pad, perByte, limit-n)
 		}
 	case reflect.Slice, reflect.Array:
 		for i := 0; i < v.Len() && n <= limit; i++ {
-			n += printBound(v.Index(i), pad, limit-n)
+			n += printBound(v.Index(i), pad, perByte, limit-n)
 		}
 	case reflect.Map:
 		for it := v.MapRange(); it.Next() && n <= limit; {
-			n += printBound(it.Key(), pad, limit-n) + printBound(it.Value(), pad, limit-n)
+			n += printBound(it.Key(), pad, perByte, limit-n) + printBound(it.Value(), pad, perByte, limit-n)
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField() && n <= limit; i++ {
-			n += printBound(v.Field(i), pad, limit-n)
+			n += printBound(v.Field(i), pad, perByte, limit-n)
 		}
 	}
 	return n

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"text/template"
 
 	corev1 "k8s.io/api/core/v1"
@@ -157,7 +158,8 @@ func TestTemplateFunctionsPrintAsBefore(t *testing.T) {
 }
 
 // FuzzTemplateMemory renders arbitrary SPIFFE ID templates over a pod as large as the API
-// server admits, and fails when one render allocates more than the budget.
+// server admits, and fails when one render allocates more than the budget, or takes longer
+// than its deadline and a scheduling slack.
 func FuzzTemplateMemory(f *testing.F) {
 	for _, s := range []string{
 		`{{ $s := index .PodMeta.Annotations "big" }}{{ printf "%s%s%s%s" $s $s $s $s }}`,
@@ -167,6 +169,8 @@ func FuzzTemplateMemory(f *testing.F) {
 		`{{ range .PodMeta.Labels }}{{ print . . . . }}{{ end }}`,
 		`{{ printf "%[1]s%[1]s%[1]s" (index .PodMeta.Annotations "big") }}`,
 		`{{ urlquery .PodMeta.Annotations }}`,
+		`{{ range .PodMeta.Labels }}{{ range $.PodMeta.Labels }}{{ $x := printf "%99v" $.PodMeta.Labels }}{{ end }}{{ end }}`,
+		`{{ $x := (index .PodSpec.Volumes 0).EmptyDir.SizeLimit.AsDec.UnscaledBig }}{{ print .PodSpec .PodMeta .NodeMeta }}`,
 	} {
 		f.Add(s)
 	}
@@ -176,7 +180,11 @@ func FuzzTemplateMemory(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, tmpl string) {
+		began := time.Now()
 		allocated, _ := renderAllocation(t, r, tmpl, pod)
+		if took := time.Since(began); took > maxExecutionTime+time.Second {
+			t.Errorf("one render of %q took %v, more than its deadline of %v", tmpl, took, maxExecutionTime)
+		}
 		if allocated > maxAllocatedBytes+allocationSlack {
 			t.Errorf("one render of %q allocated %d KiB, more than the budget of %d KiB and %d KiB to spare",
 				tmpl, allocated>>10, maxAllocatedBytes>>10, allocationSlack>>10)
