@@ -127,7 +127,7 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 	}
 	// The parent ID template sees only the node, as in spire-controller-manager. All the
 	// templates of the entry spend one budget.
-	b := newBudget()
+	b := &budget{}
 	parentData := &renderInput{trustDomain: r.trustDomain.Name(), clusterName: r.clusterName, clusterDomain: r.clusterDomain,
 		node: node, reach: r.reach, budget: b}
 	parentID, err := r.renderID(r.parentID, parentData)

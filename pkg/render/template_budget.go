@@ -80,11 +80,6 @@ type budget struct {
 	deadline          time.Time
 }
 
-// newBudget is the budget of a render that starts now.
-func newBudget() *budget {
-	return &budget{deadline: time.Now().Add(maxExecutionTime)}
-}
-
 // charge spends n bytes, or fails when fewer are left or the time is up.
 func (b *budget) charge(n int) error {
 	if n < 0 || n > maxAllocatedBytes-b.bytes {

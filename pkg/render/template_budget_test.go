@@ -22,8 +22,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 	"text/template"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 

@@ -78,8 +78,9 @@ func nodeField(get func(n *corev1.Node) string) stringField {
 	}
 }
 
-// planFor returns the plan of a template, or nil when it does anything but join text and the
-// fields above: a function, a pipeline, a variable, a condition, a loop or a defined template.
+// planFor returns the plan of a template, or nil when it does anything but join text, the
+// fields above and labels or annotations looked up with index: another function, a pipeline,
+// a variable, a condition, a loop or a defined template.
 func planFor(t *template.Template) fieldPlan {
 	if t.Tree == nil || t.Root == nil || len(t.Templates()) != 1 {
 		return nil
@@ -102,16 +103,57 @@ func planFor(t *template.Template) fieldPlan {
 	return plan
 }
 
-// fieldOf is the string field a pipeline prints, when it is a bare field reference.
+// fieldOf is the string field a pipeline prints, when it is a bare field reference or a label
+// or annotation looked up with index.
 func fieldOf(pipe *parse.PipeNode) stringField {
-	if pipe == nil || len(pipe.Decl) > 0 || len(pipe.Cmds) != 1 || len(pipe.Cmds[0].Args) != 1 {
+	if pipe == nil || len(pipe.Decl) > 0 || len(pipe.Cmds) != 1 {
 		return nil
 	}
-	field, ok := pipe.Cmds[0].Args[0].(*parse.FieldNode)
-	if !ok {
-		return nil
+	switch args := pipe.Cmds[0].Args; len(args) {
+	case 1:
+		if field, ok := args[0].(*parse.FieldNode); ok {
+			return stringFields[strings.Join(field.Ident, ".")]
+		}
+	case 3:
+		fn, isIdent := args[0].(*parse.IdentifierNode)
+		field, isField := args[1].(*parse.FieldNode)
+		key, isString := args[2].(*parse.StringNode)
+		if isIdent && fn.Ident == "index" && isField && isString {
+			if labels := stringMaps[strings.Join(field.Ident, ".")]; labels != nil {
+				return func(in *renderInput) (string, bool) {
+					m, ok := labels(in)
+					return m[key.Text], ok // index gives "" for a missing key.
+				}
+			}
+		}
 	}
-	return stringFields[strings.Join(field.Ident, ".")]
+	return nil
+}
+
+// stringMaps are the maps of strings a plan can look a key up in.
+var stringMaps = map[string]func(in *renderInput) (map[string]string, bool){
+	"PodMeta.Labels":       podMap(func(p *corev1.Pod) map[string]string { return p.Labels }),
+	"PodMeta.Annotations":  podMap(func(p *corev1.Pod) map[string]string { return p.Annotations }),
+	"NodeMeta.Labels":      nodeMap(func(n *corev1.Node) map[string]string { return n.Labels }),
+	"NodeMeta.Annotations": nodeMap(func(n *corev1.Node) map[string]string { return n.Annotations }),
+}
+
+func podMap(get func(p *corev1.Pod) map[string]string) func(in *renderInput) (map[string]string, bool) {
+	return func(in *renderInput) (map[string]string, bool) {
+		if in.pod == nil {
+			return nil, false
+		}
+		return get(in.pod), true
+	}
+}
+
+func nodeMap(get func(n *corev1.Node) map[string]string) func(in *renderInput) (map[string]string, bool) {
+	return func(in *renderInput) (map[string]string, bool) {
+		if in.node == nil {
+			return nil, false
+		}
+		return get(in.node), true
+	}
 }
 
 // render joins the plan's parts over data; ok is false when text/template must run instead,

@@ -35,18 +35,21 @@ func TestPlannedTemplatesAreTheCommonOnes(t *testing.T) {
 		"spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}": true,
 		"spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}":      true,
 		"{{- .PodMeta.Name -}}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}":                      true,
-		"k8s:pod-uid:{{ .PodMeta.UID }}":                                  true,
-		"no action at all":                                                true,
-		"{{ .PodMeta.Labels.app }}":                                       false,
-		`{{ printf "%s" .PodMeta.Name }}`:                                 false,
-		"{{ .PodMeta.Name | printf }}":                                    false,
-		"{{ $.PodMeta.Name }}":                                            false,
-		"{{ $n := .PodMeta.Name }}{{ $n }}":                               false,
-		"{{ if .PodMeta.Name }}x{{ end }}":                                false,
-		"{{ (.PodMeta.Name) }}":                                           false,
-		`{{ define "n" }}{{ .PodMeta.Name }}{{ end }}{{ .PodMeta.Name }}`: false,
-		"{{ .PodSpec.Priority }}":                                         false,
-		"{{ .PodMeta.CreationTimestamp }}":                                false,
+		"k8s:pod-uid:{{ .PodMeta.UID }}": true,
+		"no action at all":               true,
+		"{{ .PodMeta.Labels.app }}":      false,
+		`{{ index .PodMeta.Labels "app" }}.{{ index .NodeMeta.Annotations "a" }}`: true,
+		`{{ index .PodMeta.Labels "app" "x" }}`:                                   false,
+		`{{ index .PodSpec.NodeSelector "app" }}`:                                 false,
+		`{{ printf "%s" .PodMeta.Name }}`:                                         false,
+		"{{ .PodMeta.Name | printf }}":                                            false,
+		"{{ $.PodMeta.Name }}":                                                    false,
+		"{{ $n := .PodMeta.Name }}{{ $n }}":                                       false,
+		"{{ if .PodMeta.Name }}x{{ end }}":                                        false,
+		"{{ (.PodMeta.Name) }}":                                                   false,
+		`{{ define "n" }}{{ .PodMeta.Name }}{{ end }}{{ .PodMeta.Name }}`:         false,
+		"{{ .PodSpec.Priority }}":                                                 false,
+		"{{ .PodMeta.CreationTimestamp }}":                                        false,
 	} {
 		tmpl, err := parseTemplate("t", text)
 		if err != nil {
@@ -114,6 +117,7 @@ func FuzzPlanMatchesTextTemplate(f *testing.F) {
 		"{{- .PodMeta.Name -}}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}",
 		"k8s:pod-uid:{{ .PodMeta.UID }}{{/* comment */}}",
 		"{{ .NodeMeta.Name }}{{ .PodSpec.NodeName }}",
+		`{{ index .PodMeta.Labels "app" }}/{{ index .PodMeta.Labels "web" }}`,
 	} {
 		f.Add(text, "web-0", "shop", "api")
 	}

@@ -17,8 +17,11 @@ limitations under the License.
 package render
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -59,10 +62,13 @@ type renderInput struct {
 	view                                    *templateView
 }
 
-// spend is the budget the input's templates spend.
+// spend is the budget the input's templates spend, whose time starts when it is first spent.
 func (in *renderInput) spend() *budget {
 	if in.budget == nil {
-		in.budget = newBudget()
+		in.budget = &budget{}
+	}
+	if in.budget.deadline.IsZero() {
+		in.budget.deadline = time.Now().Add(maxExecutionTime)
 	}
 	return in.budget
 }
@@ -104,9 +110,15 @@ func plainTop[T any](obj *T, reach FieldSet) any {
 	src := reflect.ValueOf(obj).Elem()
 	p := plainTypeOf(src.Type())
 	dst := reflect.New(p.typ)
-	for _, f := range p.fields {
-		if reach.Has(src.Type().Field(f.src).Name) {
+	if reach.All {
+		for _, f := range p.fields {
 			p.set(dst.Elem(), src, f)
+		}
+		return dst.Interface()
+	}
+	for name := range reach.Fields {
+		if i, ok := p.byName[name]; ok {
+			p.set(dst.Elem(), src, p.fields[i])
 		}
 	}
 	return dst.Interface()
@@ -135,14 +147,19 @@ type plainType struct {
 	typ reflect.Type
 	// text converts a value of a textTypes type.
 	text func(v reflect.Value) string
-	// fields are the struct's fields the plain form keeps.
+	// elem and key are the plain forms of a pointer's, list's or map's elements and keys.
+	elem, key *plainType
+	// fields are the struct's fields the plain form keeps, byName their indexes.
 	fields []plainField
+	byName map[string]int
 }
 
-// plainField copies field src of a struct into field dst of its plain form; promoted lists the
-// fields an embedded struct promotes, copied from its plain form too.
+// plainField copies field src of a struct, of plain form typ, into field dst of the struct's
+// plain form; promoted lists the fields an embedded struct promotes, copied from its plain
+// form too.
 type plainField struct {
 	src, dst int
+	typ      *plainType
 	promoted [][2]int
 }
 
@@ -157,6 +174,13 @@ var basicTypes = map[reflect.Kind]reflect.Type{
 }
 
 var plainTypes sync.Map // reflect.Type → *plainType
+
+// The plain types most fields have, which plain copies without reflection.
+var (
+	stringType      = reflect.TypeFor[string]()
+	stringMapType   = reflect.TypeFor[map[string]string]()
+	stringSliceType = reflect.TypeFor[[]string]()
+)
 
 // plainTypeOf returns the plain form of t; nil for a type a template cannot see (functions,
 // channels, interfaces).
@@ -181,20 +205,20 @@ func buildPlainType(t reflect.Type) *plainType {
 	switch t.Kind() {
 	case reflect.Pointer:
 		if e := plainTypeOf(t.Elem()); e != nil {
-			return &plainType{typ: reflect.PointerTo(e.typ)}
+			return &plainType{typ: reflect.PointerTo(e.typ), elem: e}
 		}
 	case reflect.Slice:
 		if e := plainTypeOf(t.Elem()); e != nil {
-			return &plainType{typ: reflect.SliceOf(e.typ)}
+			return &plainType{typ: reflect.SliceOf(e.typ), elem: e}
 		}
 	case reflect.Array:
 		if e := plainTypeOf(t.Elem()); e != nil {
-			return &plainType{typ: reflect.ArrayOf(t.Len(), e.typ)}
+			return &plainType{typ: reflect.ArrayOf(t.Len(), e.typ), elem: e}
 		}
 	case reflect.Map:
 		k, e := plainTypeOf(t.Key()), plainTypeOf(t.Elem())
 		if k != nil && e != nil {
-			return &plainType{typ: reflect.MapOf(k.typ, e.typ)}
+			return &plainType{typ: reflect.MapOf(k.typ, e.typ), key: k, elem: e}
 		}
 	case reflect.Struct:
 		return buildPlainStruct(t)
@@ -206,7 +230,7 @@ func buildPlainType(t reflect.Type) *plainType {
 // a field named after its type, whose fields are promoted as Go promotes them: a name the
 // struct or another embedded struct already has is not.
 func buildPlainStruct(t reflect.Type) *plainType {
-	p := &plainType{}
+	p := &plainType{byName: map[string]int{}}
 	var fields []reflect.StructField
 	names := map[string]int{}
 	for i := range t.NumField() {
@@ -216,7 +240,8 @@ func buildPlainStruct(t reflect.Type) *plainType {
 			continue
 		}
 		names[f.Name] = len(fields)
-		p.fields = append(p.fields, plainField{src: i, dst: len(fields)})
+		p.byName[f.Name] = len(p.fields)
+		p.fields = append(p.fields, plainField{src: i, dst: len(fields), typ: ft})
 		fields = append(fields, reflect.StructField{Name: f.Name, Type: ft.typ})
 	}
 	taken := map[string]int{}
@@ -248,18 +273,39 @@ func buildPlainStruct(t reflect.Type) *plainType {
 	return p
 }
 
-// set copies field f of src into dst, the struct's plain form.
+// set copies field f of src into dst, the struct's plain form, whose fields start zero.
 func (p *plainType) set(dst, src reflect.Value, f plainField) {
-	v := plain(src.Field(f.src))
-	dst.Field(f.dst).Set(v)
+	v := src.Field(f.src)
+	if f.typ.text == nil && f.promoted == nil && isEmpty(v) {
+		return
+	}
+	pv := f.typ.plain(v)
+	dst.Field(f.dst).Set(pv)
 	for _, pr := range f.promoted {
-		dst.Field(pr[1]).Set(v.Field(pr[0]))
+		dst.Field(pr[1]).Set(pv.Field(pr[0]))
 	}
 }
 
-// plain copies v into its plain form.
-func plain(v reflect.Value) reflect.Value {
-	p := plainTypeOf(v.Type())
+// isEmpty reports whether v is a nil pointer, list or map, or a zero scalar: a value whose
+// plain form is its plain type's zero.
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Struct, reflect.Array:
+		return false
+	}
+	return v.IsZero()
+}
+
+// plain copies v, of the Kubernetes type p is the plain form of, into its plain form.
+func (p *plainType) plain(v reflect.Value) reflect.Value {
+	switch v.Type() {
+	case stringType:
+		return v // Immutable.
+	case stringMapType:
+		return reflect.ValueOf(maps.Clone(v.Interface().(map[string]string)))
+	case stringSliceType:
+		return reflect.ValueOf(slices.Clone(v.Interface().([]string)))
+	}
 	if p.text != nil {
 		return reflect.ValueOf(p.text(v))
 	}
@@ -269,7 +315,7 @@ func plain(v reflect.Value) reflect.Value {
 			return reflect.Zero(p.typ)
 		}
 		out := reflect.New(p.typ.Elem())
-		out.Elem().Set(plain(v.Elem()))
+		out.Elem().Set(p.elem.plain(v.Elem()))
 		return out
 	case reflect.Slice:
 		if v.IsNil() {
@@ -277,13 +323,13 @@ func plain(v reflect.Value) reflect.Value {
 		}
 		out := reflect.MakeSlice(p.typ, v.Len(), v.Len())
 		for i := range v.Len() {
-			out.Index(i).Set(plain(v.Index(i)))
+			out.Index(i).Set(p.elem.plain(v.Index(i)))
 		}
 		return out
 	case reflect.Array:
 		out := reflect.New(p.typ).Elem()
 		for i := range v.Len() {
-			out.Index(i).Set(plain(v.Index(i)))
+			out.Index(i).Set(p.elem.plain(v.Index(i)))
 		}
 		return out
 	case reflect.Map:
@@ -292,7 +338,7 @@ func plain(v reflect.Value) reflect.Value {
 		}
 		out := reflect.MakeMapWithSize(p.typ, v.Len())
 		for it := v.MapRange(); it.Next(); {
-			out.SetMapIndex(plain(it.Key()), plain(it.Value()))
+			out.SetMapIndex(p.key.plain(it.Key()), p.elem.plain(it.Value()))
 		}
 		return out
 	case reflect.Struct:
