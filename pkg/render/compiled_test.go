@@ -117,7 +117,7 @@ func bigObject(name string) *spirev1alpha1.ClusterSPIFFEID {
 	selectors := make([]string, maxObjectTemplates-1)
 	each := (maxObjectTemplateBytes - len(nsSATemplate)) / len(selectors)
 	for i := range selectors {
-		selectors[i] = "k8s:x:" + strings.Repeat("{{((1))}}", (each-6)/9)
+		selectors[i] = "k8s:x:" + strings.Repeat("{{(.PodMeta.Name)}}", (each-6)/19)
 	}
 	return &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)},
 		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: selectors}}
@@ -206,5 +206,31 @@ func TestCompiledCostBoundsWhatTemplatesKeep(t *testing.T) {
 			t.Errorf("a template of %d bytes (%.40q) keeps %d bytes, more than the %d charged", len(text), text, kept, charged)
 		}
 		runtime.KeepAlive(keep)
+	}
+}
+
+// TestObjectTemplatesShareOneBudget: the templates of one object spend one budget, at
+// admission as when an entry is rendered, and admission says so once, not for every template
+// after the one that spent it.
+func TestObjectTemplatesShareOneBudget(t *testing.T) {
+	// Each template alone is within the budget; together they are not.
+	loop := `k8s:x:{{ range 300 }}{{ $x := print 1 }}{{ end }}`
+	obj := &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "shared", UID: "u"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{loop, loop, loop, loop, loop, loop}}}
+	alone := &spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "alone", UID: "u"},
+		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{SPIFFEIDTemplate: nsSATemplate, WorkloadSelectorTemplates: []string{loop}}}
+	if errs := ValidateClusterSPIFFEID(alone, "example.org"); len(errs) != 0 {
+		t.Fatalf("one template within the budget was refused: %v", errs)
+	}
+	errs := ValidateClusterSPIFFEID(obj, "example.org")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "would allocate more than") {
+		t.Errorf("admission gave %v, want one error saying the templates spend more than the budget", errs)
+	}
+	r := newTestRenderer(t, config.DefaultParentIDTemplate)
+	if _, err := r.PodEntry(CompileClusterSPIFFEID(alone), testPod(), testNode(), nil); err != nil {
+		t.Errorf("one template within the budget failed to render: %v", err)
+	}
+	if _, err := r.PodEntry(CompileClusterSPIFFEID(obj), testPod(), testNode(), nil); err == nil || !strings.Contains(err.Error(), "would allocate more than") {
+		t.Errorf("templates past the budget together rendered: %v", err)
 	}
 }

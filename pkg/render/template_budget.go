@@ -78,18 +78,27 @@ type budget struct {
 	iterations, calls int
 	bytes             int
 	deadline          time.Time
+	// exceeded is the limit that stopped a template, if any.
+	exceeded error
 }
 
 // charge spends n bytes, or fails when fewer are left or the time is up.
 func (b *budget) charge(n int) error {
-	if n < 0 || n > maxAllocatedBytes-b.bytes {
-		return errMemoryExceeded
+	switch {
+	case n < 0 || n > maxAllocatedBytes-b.bytes:
+		b.exceeded = errMemoryExceeded
+	case time.Now().After(b.deadline):
+		b.exceeded = errTimeExceeded
+	default:
+		b.bytes += n
+		return nil
 	}
-	b.bytes += n
-	if time.Now().After(b.deadline) {
-		return errTimeExceeded
-	}
-	return nil
+	return b.exceeded
+}
+
+// spent reports whether a limit of b stopped a template already.
+func (b *budget) spent() bool {
+	return b != nil && b.exceeded != nil
 }
 
 // boundBudget holds the budget a clone of a template spends, set for one execution.
@@ -123,6 +132,7 @@ func (r *boundBudget) spend(n int) error {
 func (r *boundBudget) iteration(cost int) (string, error) {
 	if r.b != nil {
 		if r.b.iterations++; r.b.iterations > maxRangeIterations {
+			r.b.exceeded = errIterationsExceeded
 			return "", errIterationsExceeded
 		}
 	}
@@ -133,6 +143,7 @@ func (r *boundBudget) iteration(cost int) (string, error) {
 func (r *boundBudget) call(cost int) (string, error) {
 	if r.b != nil {
 		if r.b.calls++; r.b.calls > maxTemplateCalls {
+			r.b.exceeded = errCallsExceeded
 			return "", errCallsExceeded
 		}
 	}

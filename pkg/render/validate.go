@@ -58,7 +58,9 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 	if trustDomain == "" || tdErr != nil {
 		td = spiffeid.TrustDomain{}
 	}
+	// All the templates run within one budget, as they do when an entry is rendered.
 	sample := sampleInput(td)
+	sample.budget = &budget{}
 
 	idPath := specPath.Child("spiffeIDTemplate")
 	if spec.SPIFFEIDTemplate == "" {
@@ -147,9 +149,12 @@ func validateTemplate(p *field.Path, text string, sample *renderInput) (*templat
 	if err != nil {
 		return nil, field.Invalid(p, text, err.Error())
 	}
-	in := *sample
-	in.budget = nil // Each template is tried within a budget of its own.
-	if _, err := execute(t, &in); err != nil && isTemplateError(err) {
+	if sample.budget.spent() {
+		// An earlier template spent the object's budget, and said so: this one is only
+		// parsed, so that one error does not repeat for every template.
+		return t.Template, nil
+	}
+	if _, err := execute(t, sample); err != nil && isTemplateError(err) {
 		return nil, field.Invalid(p, text, err.Error())
 	}
 	return t.Template, nil
