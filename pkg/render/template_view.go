@@ -139,7 +139,10 @@ var textTypes = map[reflect.Type]func(v reflect.Value) string{
 		s := v.Interface().(intstr.IntOrString)
 		return s.String()
 	},
-	reflect.TypeFor[metav1.FieldsV1](): func(v reflect.Value) string { return string(v.Interface().(metav1.FieldsV1).Raw) },
+	reflect.TypeFor[metav1.FieldsV1](): func(v reflect.Value) string {
+		f := v.Interface().(metav1.FieldsV1)
+		return f.GetRawString()
+	},
 }
 
 // plainType is the plain form of a Kubernetes type, and how to copy a value into it.
