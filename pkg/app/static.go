@@ -40,7 +40,10 @@ func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *H
 			return errors.New("static mode needs staticManifestPath")
 		}
 		var err error
-		source, err = static.NewSource(ctx, cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests, static.DefaultPollInterval)
+		source, err = static.NewSource(ctx, cfg.StaticManifestPath, static.Options{
+			ExpandEnv:   cfg.ExpandEnvStaticManifests,
+			MaxFileSize: cfg.StaticManifestMaxFileSize, MaxTotalSize: cfg.StaticManifestMaxTotalSize,
+		})
 		if err != nil {
 			return err
 		}

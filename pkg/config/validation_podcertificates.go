@@ -47,15 +47,39 @@ type PodCertificatesConfig struct {
 	// (SPIRE unreachable, or refusing to renew it); default: never. A Failed request is final
 	// for the kubelet: the pod's volume stays failed until the pod is replaced.
 	FailPendingAfter *Duration `json:"failPendingAfter"`
+	// WaitForIdentity is how long after its creation a request whose pod has no identity
+	// (no ClusterSPIFFEID gives it one) waits for one before it is denied; default 5m, at
+	// most 10m, 0 denies at once.
+	WaitForIdentity *Duration `json:"waitForIdentity"`
+	// FederatedSignerName, when set, publishes the X.509 authorities of each trust domain
+	// SPIRE federates with as a ClusterTrustBundle of this signer name, labelled
+	// spire.spiffe.io/trust-domain=<trust domain>. It must differ from signerName, so that
+	// pods mounting every bundle of signerName keep trusting their own trust domain only;
+	// default: none, federated trust is not published.
+	FederatedSignerName string `json:"federatedSignerName"`
 }
 
 // PodCertificates is the validated podCertificates section.
 type PodCertificates struct {
-	Enabled          bool
-	SignerName       string
-	CATTL            time.Duration
-	FailPendingAfter time.Duration
+	Enabled             bool
+	SignerName          string
+	CATTL               time.Duration
+	FailPendingAfter    time.Duration
+	WaitForIdentity     time.Duration
+	FederatedSignerName string
 }
+
+// DefaultWaitForIdentity and MaxWaitForIdentity bound podCertificates.waitForIdentity. A
+// denial is final for the kubelet, so a request whose pod has no identity waits for a
+// ClusterSPIFFEID applied again or a label change. kube-controller-manager deletes every
+// request 15 minutes after its creation and the kubelet then makes a new one, so a request
+// that waited that long would never be denied and the pod never told why: the wait ends
+// well before. Five minutes outlasts a GitOps delete-and-create or a relabelling, and leaves
+// a refreshing pod (refresh at half of a lifetime of an hour or more) its certificate.
+const (
+	DefaultWaitForIdentity = 5 * time.Minute
+	MaxWaitForIdentity     = 10 * time.Minute
+)
 
 // validatePodCertificates applies the podCertificates section.
 func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
@@ -65,7 +89,7 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 	}
 	path := field.NewPath("podCertificates")
 	var errs field.ErrorList
-	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName}
+	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName, WaitForIdentity: DefaultWaitForIdentity}
 	if cfg.PodCertificates.SignerName == "" {
 		cfg.PodCertificates.SignerName = DefaultPodCertificateSignerName
 	} else if err := validateSignerName(path.Child("signerName"), p.SignerName); err != nil {
@@ -86,6 +110,26 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 			errs = append(errs, err)
 		}
 		cfg.PodCertificates.FailPendingAfter = p.FailPendingAfter.Duration
+	}
+	if p.WaitForIdentity != nil {
+		if err := p.WaitForIdentity.validateParsed(path.Child("waitForIdentity")); err != nil {
+			errs = append(errs, err)
+		} else if p.WaitForIdentity.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("waitForIdentity"), p.WaitForIdentity.String(), "must not be negative; 0 denies at once"))
+		} else if p.WaitForIdentity.Duration > MaxWaitForIdentity {
+			errs = append(errs, field.Invalid(path.Child("waitForIdentity"), p.WaitForIdentity.String(),
+				"must be at most 10m: kube-controller-manager deletes a request 15 minutes after its creation, and one that waits longer is never denied"))
+		}
+		cfg.PodCertificates.WaitForIdentity = p.WaitForIdentity.Duration
+	}
+	if p.FederatedSignerName != "" {
+		if err := validateSignerName(path.Child("federatedSignerName"), p.FederatedSignerName); err != nil {
+			errs = append(errs, err)
+		} else if p.FederatedSignerName == cfg.PodCertificates.SignerName {
+			errs = append(errs, field.Invalid(path.Child("federatedSignerName"), p.FederatedSignerName,
+				"must differ from signerName: pods that mount every bundle of signerName would trust the federated trust domains too"))
+		}
+		cfg.PodCertificates.FederatedSignerName = p.FederatedSignerName
 	}
 	if p.Enabled && f.StaticManifestPath != nil {
 		errs = append(errs, field.Forbidden(path.Child("enabled"), "static mode has no Kubernetes API to serve PodCertificateRequests from"))

@@ -77,6 +77,8 @@ type worldOptions struct {
 	spireCATTL time.Duration
 	// notDownstream gives spire-registrar's entry admin only, without downstream.
 	notDownstream bool
+	// federatedSignerName is podCertificates.federatedSignerName; empty: none.
+	federatedSignerName string
 }
 
 // world is a kube-apiserver that authorizes nodes as a cluster with kubelets does (Node
@@ -92,6 +94,11 @@ type world struct {
 	asNode kubernetes.Interface // acts as system:node:<nodeName>, as its kubelet would
 	bin    string
 	uid    string
+	// waitForIdentity and gcInterval are the config's for the next start: 2s and gcInterval
+	// unless a test sets them.
+	waitForIdentity, gcInterval time.Duration
+	// federatedSignerName is the config's podCertificates.federatedSignerName.
+	federatedSignerName string
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -99,7 +106,8 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid())}
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), waitForIdentity: 2 * time.Second, gcInterval: gcInterval,
+		federatedSignerName: opts.federatedSignerName}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
@@ -132,9 +140,13 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 }
 
 // config is spire-registrar's config file: the SPIRE server over TCP with the agent's
-// X509-SVID, the pod certificate signer on, and a short gcInterval. The entry ID prefix keeps
-// its resyncs from deleting the entries the tests create with the CLI.
+// X509-SVID, the pod certificate signer on, and a short gcInterval and waitForIdentity. The
+// entry ID prefix keeps its resyncs from deleting the entries the tests create with the CLI.
 func (w *world) config() string {
+	federated := ""
+	if w.federatedSignerName != "" {
+		federated = "  federatedSignerName: " + w.federatedSignerName + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
 trustDomain: %s
@@ -146,7 +158,8 @@ spireServerAddress: %s
 workloadAPISocketPath: %s
 podCertificates:
   enabled: true
-`, trustDomain, gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath())
+  waitForIdentity: %s
+`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + federated
 }
 
 // start runs spire-registrar with the flags given besides its config; it stops when the

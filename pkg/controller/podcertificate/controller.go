@@ -21,15 +21,18 @@ limitations under the License.
 // chaining to the same roots as a spire-agent's SVIDs, with no agent on its node.
 //
 // It is built as the entry controller is: informers and handlers that map events to request
-// keys, one queue, workers that sync a key. pkg/podcert holds the pure decisions (checks,
-// lifetime, the certificate); pkg/render renders the pod's SPIFFE ID and DNS names from the
-// same ClusterSPIFFEIDs as its entries. The signing CA is an intermediate SPIRE signs for
-// this controller (NewDownstreamX509CA), held only in memory and renewed at half its life.
+// keys, one queue whose namespaces take turns, workers that sync a key. pkg/podcert holds the
+// pure decisions (checks, lifetime, the certificate); pkg/render renders the pod's SPIFFE ID
+// and DNS names from the same ClusterSPIFFEIDs as its entries. The signing CA is an
+// intermediate SPIRE signs for this controller (NewDownstreamX509CA), held only in memory and
+// renewed at half its life.
 package podcertificate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,10 +48,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
@@ -83,6 +84,10 @@ type Options struct {
 	// FailPendingAfter, when positive, marks a request Failed once it has waited that long for
 	// a usable CA; otherwise it waits until it is issued or deleted.
 	FailPendingAfter time.Duration
+	// WaitForIdentity is how long after its creation a request whose pod has no identity
+	// waits for one before it is denied; 0 denies it at once. A ClusterSPIFFEID, namespace
+	// or pod that changes meanwhile has it decided again at once.
+	WaitForIdentity time.Duration
 	// ResyncInterval is how often the CA is checked for renewal and the ClusterTrustBundle is
 	// brought up to date with SPIRE's authorities.
 	ResyncInterval time.Duration
@@ -94,6 +99,10 @@ type Options struct {
 	// DryRun writes nothing: no request status and no ClusterTrustBundle; what would be
 	// written is logged.
 	DryRun bool
+	// FederatedSignerName, when not empty, is the signer name the bundles of the trust
+	// domains SPIRE federates with are published for (see federatedbundles.go); the authority
+	// must then be a FederatedAuthority.
+	FederatedSignerName string
 }
 
 // Authority is what the controller needs of SPIRE: its CA, and the authorities it publishes.
@@ -107,14 +116,13 @@ type Authority interface {
 type Controller struct {
 	opts     Options                                 // how requests are signed
 	renderer *render.Renderer                        // renders pods' identities as their entries are rendered
-	client   clientset.Interface                     // reads pods, nodes, namespaces live; writes status and bundles
-	spireAPI spireclientset.Interface                // reads ClusterSPIFFEIDs live before a denial
+	client   clientset.Interface                     // reads pods and nodes live; writes status and bundles
 	ca       *caHolder                               // the signing CA, renewed from SPIRE
 	events   *runner.Events                          // the controller's event broadcaster (Events are only logged)
 	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
 	caches   []cache.InformerSynced                  // the informers Run waits for
 	requests certlisters.PodCertificateRequestLister // the requests for the signer name
-	bundles  certlisters.ClusterTrustBundleLister    // the bundles of the signer name
+	bundles  certlisters.ClusterTrustBundleLister    // the bundles, at least those marked as spire-registrar's
 
 	pods            *informercache.PodLister           // pods, read as views and expanded to render
 	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors
@@ -124,17 +132,22 @@ type Controller struct {
 	clusterSPIFFEIDLister spirelisters.ClusterSPIFFEIDLister // the declarations of identities
 	compiled              *render.CompiledClusterSPIFFEIDs   // their compiled forms
 
-	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name
+	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name, namespaces in turn
 	parking     *runner.Parking[string]                      // requests waiting for a usable CA
+	waiting     *waitingRequests                             // requests waiting for their pod to get an identity
 	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
 	handlers    runner.Handlers                              // added to the informers, removed when Run returns
+
+	federatedAuthority FederatedAuthority                               // reads federated bundles; nil without a federated signer name
+	federated          atomic.Pointer[map[string][]spire.X509Authority] // federated trust domains' authorities as last listed
 }
 
-// NewController wires the controller to its informers: the requests and the bundles of the
-// signer name (the caller narrows their informers with a field selector on spec.signerName),
-// and the informers pods are rendered from. It registers indexes and event handlers and
-// starts nothing. client writes request status and bundles; it and spireAPI read what an
-// informer may lag behind on before a request is denied.
+// NewController wires the controller to its informers: the requests of the signer name (the
+// caller narrows their informer with a field selector on spec.signerName), the bundles (the
+// caller may narrow them to those labelled ManagedByLabel=ManagedBy; others are never
+// touched), and the informers pods are rendered from. It registers indexes and event handlers
+// and starts nothing. client writes request status and bundles, and reads the pod and node an
+// informer may lag behind on before a request is denied for them.
 func NewController(
 	ctx context.Context,
 	requestInformer certinformers.PodCertificateRequestInformer,
@@ -145,7 +158,6 @@ func NewController(
 	sliceInformer discoveryinformers.EndpointSliceInformer,
 	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 	client clientset.Interface,
-	spireAPI spireclientset.Interface,
 	authority Authority,
 	opts Options,
 ) (*Controller, error) {
@@ -166,7 +178,6 @@ func NewController(
 		opts:     opts,
 		renderer: r,
 		client:   client,
-		spireAPI: spireAPI,
 		ca:       newCAHolder(authority, opts.CATTL),
 		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
 		// its own; Events of this controller's are only logged.
@@ -179,10 +190,18 @@ func NewController(
 		clusterSPIFFEIDLister: clusterSPIFFEIDInformer.Lister(),
 		compiled:              render.NewCompiledClusterSPIFFEIDs(),
 
-		queue:       runner.NewQueue[string](requestQueueName, 50, 500),
+		queue:       runner.NewFairQueue(requestQueueName, 50, 500, namespaceOfKey),
+		waiting:     newWaitingRequests(),
 		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
 	}
 	c.parking = runner.NewParking(requestQueueName, c.queue, c.ca.probe)
+	if opts.FederatedSignerName != "" {
+		fa, ok := authority.(FederatedAuthority)
+		if !ok {
+			return nil, fmt.Errorf("publishing federated bundles needs a SPIRE client that lists federation relationships")
+		}
+		c.federatedAuthority = fa
+	}
 	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -197,17 +216,23 @@ func NewController(
 	if err := c.handlers.Add(requestInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRequest,
 		UpdateFunc: func(_, newObj any) { c.enqueueRequest(newObj) },
+		DeleteFunc: c.forgetRequest,
 	}); err != nil {
 		return nil, err
 	}
-	// A deleted ClusterSPIFFEID's compiled form is of no more use.
+	// A deleted ClusterSPIFFEID's compiled form is of no more use. Any change to the
+	// ClusterSPIFFEIDs may give a waiting request's pod its identity.
 	if err := c.handlers.Add(clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if gone, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
-				c.compiled.Forget(gone.Name)
-			}
-		},
+		AddFunc:    c.onClusterSPIFFEIDAdd,
+		UpdateFunc: c.onClusterSPIFFEIDUpdate,
+		DeleteFunc: c.onClusterSPIFFEIDDelete,
 	}); err != nil {
+		return nil, err
+	}
+	if err := c.handlers.Add(namespaceInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNamespaceUpdate}); err != nil {
+		return nil, err
+	}
+	if err := c.handlers.Add(podInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onPodUpdate}); err != nil {
 		return nil, err
 	}
 	// A bundle of the signer name changed behind the controller's back: put it right.
@@ -222,10 +247,13 @@ func NewController(
 	return c, nil
 }
 
-// Start gets the first CA from SPIRE, so that a caller SPIRE will never give one fails at
-// start with what to fix. Only that refusal is returned: when SPIRE is unreachable, Run keeps
-// asking.
+// Start refuses a signer name whose bundles another spire-registrar publishes, and gets the
+// first CA from SPIRE, so that a caller SPIRE will never give one fails at start with what to
+// fix. Only those refusals are returned: when SPIRE is unreachable, Run keeps asking.
 func (c *Controller) Start(ctx context.Context) error {
+	if err := c.checkBundleOwners(ctx); err != nil {
+		return err
+	}
 	return c.ca.first(ctx)
 }
 
@@ -237,6 +265,12 @@ func (c *Controller) HasSynced() bool {
 // Waiting is how many PodCertificateRequests wait for a usable CA from SPIRE.
 func (c *Controller) Waiting() int {
 	return c.parking.Len()
+}
+
+// WaitingForIdentity is how many PodCertificateRequests wait for their pod to get an
+// identity before they are denied.
+func (c *Controller) WaitingForIdentity() int {
+	return c.waiting.len()
 }
 
 // Run waits for the informers, gets a CA and publishes the trust bundle (retrying until SPIRE
@@ -279,6 +313,19 @@ func (c *Controller) enqueueRequest(obj any) {
 	}
 }
 
+// forgetRequest stops counting a deleted request as waiting.
+func (c *Controller) forgetRequest(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.waiting.forget(key)
+	}
+}
+
+// namespaceOfKey is the namespace of a namespace/name key: the queue's keys take turns by it.
+func namespaceOfKey(key string) string {
+	namespace, _, _ := strings.Cut(key, "/")
+	return namespace
+}
+
 // resync queues every request that has not ended, renews the CA when it is due and brings
 // the trust bundle up to date with SPIRE's authorities. It fails, and is retried, when SPIRE
 // cannot be read or the CA cannot be had; the bundle is brought up to date whenever the
@@ -303,7 +350,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	// renewIfDue records the authorities before it renews, so the bundle sync sees them even
 	// when the renewal fails. Requests that wait for a CA are retried by the parking once the
 	// CA is usable.
-	err = c.ca.renewIfDue(ctx, time.Now(), authorities)
+	err = errors.Join(c.ca.renewIfDue(ctx, time.Now(), authorities), c.listFederated(ctx))
 	c.bundleQueue.Add(bundleKey)
 	return err
 }
