@@ -29,6 +29,25 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 )
 
+// What the templates of ClusterSPIFFEIDs may cost, each object and all together. Every
+// template is parsed and kept, so without a cap one object of a few MiB full of one-byte
+// templates takes gigabytes. The caps are far above real objects, which have a few templates
+// of tens of bytes.
+const (
+	// maxObjectTemplates bounds the templates of one ClusterSPIFFEID: its SPIFFE ID
+	// template, DNS name templates and workload selector templates.
+	maxObjectTemplates = 128
+	// maxObjectTemplateBytes bounds their text together.
+	maxObjectTemplateBytes = 64 << 10
+	// maxCompiledBytes bounds the memory of the templates compiled for all ClusterSPIFFEIDs:
+	// a ClusterSPIFFEID that would pass it renders nothing until others make room.
+	maxCompiledBytes = 128 << 20
+	// compiledTemplateCost and compiledByteCost bound what a parsed template keeps: a fixed
+	// part and a part for each byte of its text (TestCompiledCostBoundsWhatTemplatesKeep).
+	compiledTemplateCost = 4 << 10
+	compiledByteCost     = 128
+)
+
 // ClusterSPIFFEID is a ClusterSPIFFEID compiled for rendering: its selectors and templates are
 // parsed once per generation instead of once per pod.
 type ClusterSPIFFEID struct {
@@ -49,6 +68,8 @@ type ClusterSPIFFEID struct {
 	workloadSelectors []*compiledTemplate
 	federatesWith     []string
 	reach             Reach
+	// cost bounds the memory its compiled templates keep.
+	cost int
 
 	// Err is why the spec cannot be compiled, naming the field. Such a ClusterSPIFFEID still
 	// selects pods, so that each is counted as a render failure, but it renders nothing.
@@ -81,6 +102,9 @@ func CompileClusterSPIFFEID(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID 
 
 func (c *ClusterSPIFFEID) compile() error {
 	var err error
+	if c.cost, err = templatesCost(c.Spec); err != nil {
+		return err
+	}
 	if c.NamespaceSelector, err = labelSelector(c.Spec.NamespaceSelector); err != nil {
 		return fmt.Errorf("namespaceSelector: %w", err)
 	}
@@ -118,6 +142,32 @@ func (c *ClusterSPIFFEID) compile() error {
 		c.federatesWith = append(c.federatesWith, td.Name())
 	}
 	return nil
+}
+
+// templatesCost checks a spec's templates against the caps of one object, and returns what
+// compiling them may keep.
+func templatesCost(spec *spirev1alpha1.ClusterSPIFFEIDSpec) (int, error) {
+	n := 1 + len(spec.DNSNameTemplates) + len(spec.WorkloadSelectorTemplates)
+	if n > maxObjectTemplates {
+		return 0, fmt.Errorf("%d templates, more than the %d one ClusterSPIFFEID may have", n, maxObjectTemplates)
+	}
+	size := len(spec.SPIFFEIDTemplate)
+	for _, text := range append(spec.DNSNameTemplates[:len(spec.DNSNameTemplates):len(spec.DNSNameTemplates)], spec.WorkloadSelectorTemplates...) {
+		size += len(text)
+	}
+	if size > maxObjectTemplateBytes {
+		return 0, fmt.Errorf("templates of %d bytes together, more than the %d one ClusterSPIFFEID may have", size, maxObjectTemplateBytes)
+	}
+	return n*compiledTemplateCost + size*compiledByteCost, nil
+}
+
+// withoutTemplates is c refused for err: it keeps its selectors, so that the pods it selects
+// count its render failures, and drops its templates.
+func (c *ClusterSPIFFEID) withoutTemplates(err error) *ClusterSPIFFEID {
+	refused := *c
+	refused.spiffeID, refused.dnsNames, refused.workloadSelectors, refused.reach = nil, nil, nil, Reach{}
+	refused.cost, refused.Err = 0, err
+	return &refused
 }
 
 // Declarer names the ClusterSPIFFEID as the declarer of its entry for a pod.

@@ -17,6 +17,7 @@ limitations under the License.
 package render
 
 import (
+	"fmt"
 	"sync"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -24,35 +25,69 @@ import (
 
 // CompiledClusterSPIFFEIDs keeps ClusterSPIFFEIDs compiled across syncs by name, recompiling
 // one only when its UID, generation or deletion time changes (status writes change none of
-// them). It is safe for concurrent use.
+// them), and keeps the memory of all their templates under maxCompiledBytes. It is safe for
+// concurrent use, and compiles outside its lock: one ClusterSPIFFEID's templates never hold up
+// a worker that reads another's.
 type CompiledClusterSPIFFEIDs struct {
 	mu    sync.Mutex
 	items map[string]*ClusterSPIFFEID
+	// cost is what the compiled templates of items may keep, together.
+	cost int
+	// compile is CompileClusterSPIFFEID; tests hold it at a gate.
+	compile func(*spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID
 }
 
 // NewCompiledClusterSPIFFEIDs returns an empty cache.
 func NewCompiledClusterSPIFFEIDs() *CompiledClusterSPIFFEIDs {
-	return &CompiledClusterSPIFFEIDs{items: map[string]*ClusterSPIFFEID{}}
+	return &CompiledClusterSPIFFEIDs{items: map[string]*ClusterSPIFFEID{}, compile: CompileClusterSPIFFEID}
 }
 
 // Get returns the compiled form of a ClusterSPIFFEID.
 func (c *CompiledClusterSPIFFEIDs) Get(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if compiled, ok := c.items[in.Name]; ok && compiled.UID == in.UID && compiled.Generation == in.Generation &&
-		compiled.Deleted.Equal(deletionTime(in.DeletionTimestamp)) {
+	if compiled := c.current(in); compiled != nil {
 		return compiled
 	}
-	compiled := CompileClusterSPIFFEID(in)
+	compiled := c.compile(in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if current := c.currentLocked(in); current != nil {
+		return current // Compiled meanwhile by another worker.
+	}
+	if old, ok := c.items[in.Name]; ok {
+		c.cost -= old.cost
+	}
+	if compiled.cost > maxCompiledBytes-c.cost {
+		compiled = compiled.withoutTemplates(fmt.Errorf("the templates of all ClusterSPIFFEIDs would keep more than %d MiB: "+
+			"this one renders nothing until others are removed or made smaller", maxCompiledBytes>>20))
+	}
 	c.items[in.Name] = compiled
+	c.cost += compiled.cost
 	return compiled
+}
+
+// current returns the compiled ClusterSPIFFEID when it is current, else nil.
+func (c *CompiledClusterSPIFFEIDs) current(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.currentLocked(in)
+}
+
+func (c *CompiledClusterSPIFFEIDs) currentLocked(in *spirev1alpha1.ClusterSPIFFEID) *ClusterSPIFFEID {
+	compiled, ok := c.items[in.Name]
+	if ok && compiled.UID == in.UID && compiled.Generation == in.Generation && compiled.Deleted.Equal(deletionTime(in.DeletionTimestamp)) {
+		return compiled
+	}
+	return nil
 }
 
 // Forget drops a deleted ClusterSPIFFEID.
 func (c *CompiledClusterSPIFFEIDs) Forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.items, name)
+	if old, ok := c.items[name]; ok {
+		c.cost -= old.cost
+		delete(c.items, name)
+	}
 }
 
 // Active returns the compiled ClusterSPIFFEIDs among all whose className matches, most

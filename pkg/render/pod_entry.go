@@ -33,6 +33,8 @@ type Renderer struct {
 	clusterName   string
 	clusterDomain string
 	parentID      *compiledTemplate
+	// reach is what the parent ID template reads of the node.
+	reach Reach
 }
 
 // Settings are what a cluster's entries are rendered with.
@@ -51,7 +53,8 @@ func NewRenderer(s Settings) (*Renderer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Renderer{trustDomain: s.TrustDomain, clusterName: s.ClusterName, clusterDomain: s.ClusterDomain, parentID: parentID}, nil
+	return &Renderer{trustDomain: s.TrustDomain, clusterName: s.ClusterName, clusterDomain: s.ClusterDomain, parentID: parentID,
+		reach: TemplateReach(parentID.Template)}, nil
 }
 
 // PodDeclaresEntries reports whether a pod can have entries at all: pods that have finished
@@ -122,19 +125,17 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 	if c.Err != nil {
 		return nil, c.Err
 	}
-	// The parent ID template sees only the node, as in spire-controller-manager.
-	data := &templateData{
-		TrustDomain:   r.trustDomain.Name(),
-		ClusterName:   r.clusterName,
-		ClusterDomain: r.clusterDomain,
-		NodeMeta:      &node.ObjectMeta,
-		NodeSpec:      &node.Spec,
-	}
-	parentID, err := r.renderID(r.parentID, data)
+	// The parent ID template sees only the node, as in spire-controller-manager. All the
+	// templates of the entry spend one budget.
+	b := &budget{}
+	parentData := &renderInput{trustDomain: r.trustDomain.Name(), clusterName: r.clusterName, clusterDomain: r.clusterDomain,
+		node: node, reach: r.reach, budget: b}
+	parentID, err := r.renderID(r.parentID, parentData)
 	if err != nil {
 		return nil, err
 	}
-	data.PodMeta, data.PodSpec = &pod.ObjectMeta, &pod.Spec
+	data := &renderInput{trustDomain: r.trustDomain.Name(), clusterName: r.clusterName, clusterDomain: r.clusterDomain,
+		pod: pod, node: node, reach: c.reach, budget: b}
 	spiffeID, err := r.renderID(c.spiffeID, data)
 	if err != nil {
 		return nil, err
@@ -188,7 +189,7 @@ func (r *Renderer) PodEntry(c *ClusterSPIFFEID, pod *corev1.Pod, node *corev1.No
 }
 
 // renderID renders a template into a SPIFFE ID that must belong to the trust domain.
-func (r *Renderer) renderID(t *compiledTemplate, data *templateData) (*spiretypes.SPIFFEID, error) {
+func (r *Renderer) renderID(t *compiledTemplate, data *renderInput) (*spiretypes.SPIFFEID, error) {
 	text, err := execute(t, data)
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ func (r Reach) Covers(o Reach) bool {
 
 // Reach is what the parent ID template can read.
 func (r *Renderer) Reach() Reach {
-	return TemplateReach(r.parentID.Template)
+	return r.reach
 }
 
 // Reach is what the ClusterSPIFFEID's templates can read. One that did not compile renders
@@ -117,7 +117,7 @@ const (
 	nodeSpec
 )
 
-// rootFields maps the fields of templateData that hold objects to their part.
+// rootFields maps the fields of templateView that hold objects to their part.
 var rootFields = map[string]part{"PodMeta": podMeta, "PodSpec": podSpec, "NodeMeta": nodeMeta, "NodeSpec": nodeSpec}
 
 // partTypes are the struct types of the parts, whose fields a template can read.

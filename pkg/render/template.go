@@ -25,28 +25,26 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Templates accept everything spire-controller-manager accepts: the whole text/template
-// language with its builtin functions. Whoever can write a ClusterSPIFFEID must still not be
-// able to stall or exhaust the controller, so one execution is bounded by limits that no real
-// template comes near: what it may write and build, how many loop iterations and template
-// calls it may make, and how long it may run.
+// language with its builtin functions, over a view of the pod and node that is data only (see
+// template_view.go). Whoever can write a ClusterSPIFFEID must still not be able to stall or
+// exhaust the controller, so rendering an entry is bounded by limits that no real template
+// comes near: what each template may write, what all of an entry's templates may build, how
+// many loop iterations and template calls they may make, and how long they may run.
 const (
 	// maxRenderedBytes bounds what one template may write, and every string its printing
 	// functions build. A SPIFFE ID is at most 2048 bytes and every other rendered value is
 	// far shorter.
 	maxRenderedBytes = 2048
-	// maxRangeIterations bounds the range iterations of one execution. Real templates range
-	// over a pod's labels or containers: tens of iterations.
+	// maxRangeIterations bounds the range iterations of one entry's templates. Real
+	// templates range over a pod's labels or containers: tens of iterations.
 	maxRangeIterations = 5000
-	// maxTemplateCalls bounds the template calls of one execution, and so the depth of a
-	// recursion, whose stack is costly well before text/template's own depth limit.
+	// maxTemplateCalls bounds the template calls of one entry's templates, and so the depth
+	// of a recursion, whose stack is costly well before text/template's own depth limit.
 	maxTemplateCalls = 1000
-	// maxExecutionTime bounds one execution; real templates take microseconds.
+	// maxExecutionTime bounds the rendering of one entry; real templates take microseconds.
 	maxExecutionTime = time.Second
 	// maxTemplateBytes bounds the text of one template, and so the arguments of one call,
 	// which text/template allocates before the function can refuse them, and the parse tree
@@ -54,44 +52,24 @@ const (
 	maxTemplateBytes = 16 << 10
 )
 
-// iterationFunc and callFunc are the functions injected at the start of every range body and
-// every template, so that each iteration and each call is counted, and charged what
-// text/template allocates to walk the body once. Their names cannot clash with builtins.
+// The functions injected into every template: iterationFunc at the start of every range body
+// and callFunc at the start of every template count each iteration and call and charge what
+// text/template allocates to walk the body once; rangeFunc charges what a range allocates
+// before its first iteration; printFunc prints an action's value. Their names cannot clash
+// with builtins.
 const (
 	iterationFunc = "_spireRegistrarIteration"
 	callFunc      = "_spireRegistrarCall"
+	rangeFunc     = "_spireRegistrarRange"
+	printFunc     = "_spireRegistrarPrint"
 )
 
-// templateData is what ClusterSPIFFEID templates and parentIDTemplate can refer to. The names
-// are spire-controller-manager's, so existing templates render the same.
-type templateData struct {
-	TrustDomain   string
-	ClusterName   string
-	ClusterDomain string
-	PodMeta       *metav1.ObjectMeta
-	PodSpec       *corev1.PodSpec
-	NodeMeta      *metav1.ObjectMeta
-	NodeSpec      *corev1.NodeSpec
-}
+// templateFuncs replace the builtin output functions with ones that charge a budget, and
+// declare the injected ones, for parsing: execute binds them to the entry's budget.
+var templateFuncs = (&boundBudget{}).funcs()
 
-// templateFuncs replace the builtin printing functions with ones that charge a budget, and
-// declare the step counters. execute binds them to one budget per execution; these unbound
-// ones, which no execution calls, each spend a budget of their own.
-var templateFuncs = template.FuncMap{
-	"printf":      func(format string, args ...any) (string, error) { return newBudget().printf(format, args...) },
-	"print":       func(args ...any) (string, error) { return newBudget().print(args...) },
-	"println":     func(args ...any) (string, error) { return newBudget().println(args...) },
-	"html":        func(args ...any) (string, error) { return newBudget().html(args...) },
-	"js":          func(args ...any) (string, error) { return newBudget().js(args...) },
-	"urlquery":    func(args ...any) (string, error) { return newBudget().urlquery(args...) },
-	printFunc:     func(value any) (string, error) { return newBudget().printValue(value) },
-	iterationFunc: func(int) (string, error) { return "", nil },
-	callFunc:      func(int) (string, error) { return "", nil },
-}
-
-// budgetedFuncs are the functions that spend the budget: a template that calls none of them
-// and cannot repeat a node runs without one.
-var budgetedFuncs = map[string]bool{"printf": true, "print": true, "println": true, "html": true, "js": true, "urlquery": true, printFunc: true}
+// outputFuncs are the functions whose result is a string within maxRenderedBytes.
+var outputFuncs = map[string]bool{"printf": true, "print": true, "println": true, "html": true, "js": true, "urlquery": true, printFunc: true}
 
 // stepAction is the action that calls iterationFunc or callFunc with the cost of one step.
 func stepAction(funcName string, cost int) parse.Node {
@@ -174,22 +152,19 @@ func stepCost(node parse.Node) int {
 type compiledTemplate struct {
 	*template.Template
 	plan fieldPlan
-	// budgeted is set when an execution needs a budget of its own: the template loops,
-	// calls a template or calls a function that spends the budget.
-	budgeted bool
-	// runs holds clones of the template bound to a budget each, so that an execution does
-	// not clone the template again.
+	// runs holds clones of the template whose functions spend the budget of the run's
+	// boundBudget, so that an execution does not clone the template again.
 	runs sync.Pool
 }
 
-// budgetedRun is a clone of a template whose functions spend one budget.
+// budgetedRun is a clone of a template whose functions spend the budget bound to it.
 type budgetedRun struct {
 	*template.Template
-	budget *budget
+	bound *boundBudget
 }
 
 // parseTemplate parses a template as spire-controller-manager does, with no restriction on
-// the language, and instruments it so that execute can bound its loops and calls.
+// the language, and instruments it so that execute can bound what it does.
 func parseTemplate(name, text string) (*compiledTemplate, error) {
 	if len(text) > maxTemplateBytes {
 		return nil, fmt.Errorf("parsing %s: the template is %d bytes, more than %d", name, len(text), maxTemplateBytes)
@@ -198,15 +173,12 @@ func parseTemplate(name, text string) (*compiledTemplate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", name, err)
 	}
-	piped, err := guardValues(t)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", name, err)
-	}
+	plan := planFor(t)
+	printThroughBudget(t)
 	if !canRepeat(t) {
-		// Without a loop or a call each node runs at most once, so the execution is bounded
-		// by the template's own size and the strings its functions build; without such a
-		// function execute runs it as it is, with no budget to bind.
-		return &compiledTemplate{Template: t, plan: planFor(t), budgeted: piped || callsBudgetedFunc(t)}, nil
+		// Without a loop or a call each node runs at most once, so the walk is bounded by
+		// the template's own size.
+		return &compiledTemplate{Template: t, plan: plan}, nil
 	}
 	for _, associated := range t.Templates() {
 		if associated.Tree == nil || associated.Root == nil {
@@ -215,23 +187,39 @@ func parseTemplate(name, text string) (*compiledTemplate, error) {
 		instrument(associated.Root)
 		associated.Root.Nodes = append([]parse.Node{stepAction(callFunc, stepCost(associated.Root))}, associated.Root.Nodes...)
 	}
-	return &compiledTemplate{Template: t, budgeted: true}, nil
+	return &compiledTemplate{Template: t}, nil
 }
 
-// callsBudgetedFunc reports whether any template associated with t calls a function that
-// spends the budget.
-func callsBudgetedFunc(t *template.Template) bool {
+// printCommand is the command that pipes an action's value into printFunc.
+var printCommand = pipedCommand(printFunc)
+
+// rangeCommand is the command that pipes a range's value into rangeFunc.
+var rangeCommand = pipedCommand(rangeFunc)
+
+func pipedCommand(name string) *parse.CommandNode {
+	t := template.Must(template.New(name).Funcs(templateFuncs).Parse("{{ 0 | " + name + " }}"))
+	return t.Root.Nodes[0].(*parse.ActionNode).Pipe.Cmds[1]
+}
+
+// printThroughBudget pipes the value of every action that prints one into printFunc, unless
+// an output function made it: text/template would print it with fmt, unbounded.
+func printThroughBudget(t *template.Template) {
 	for _, associated := range t.Templates() {
-		if associated.Tree != nil && anyNode(associated.Root, isBudgetedCall) {
-			return true
+		if associated.Tree == nil {
+			continue
 		}
+		anyNode(associated.Root, func(n parse.Node) bool {
+			action, ok := n.(*parse.ActionNode)
+			if !ok || len(action.Pipe.Decl) > 0 {
+				return false
+			}
+			last := action.Pipe.Cmds[len(action.Pipe.Cmds)-1]
+			if id, ok := last.Args[0].(*parse.IdentifierNode); !ok || !outputFuncs[id.Ident] {
+				action.Pipe.Cmds = append(action.Pipe.Cmds, printCommand)
+			}
+			return false
+		})
 	}
-	return false
-}
-
-func isBudgetedCall(node parse.Node) bool {
-	id, ok := node.(*parse.IdentifierNode)
-	return ok && budgetedFuncs[id.Ident]
 }
 
 // anyNode reports whether f holds for node or any node below it.
@@ -318,38 +306,38 @@ func instrument(node parse.Node) {
 	case *parse.RangeNode:
 		instrument(n.List)
 		instrument(n.ElseList)
+		n.Pipe.Cmds = append(n.Pipe.Cmds, rangeCommand)
 		if n.List != nil {
 			n.List.Nodes = append([]parse.Node{stepAction(iterationFunc, stepCost(n.List))}, n.List.Nodes...)
 		}
 	}
 }
 
-// execute renders t over data within the limits above.
-func execute(t *compiledTemplate, data *templateData) (string, error) {
+// execute renders t over in within the entry's budget.
+func execute(t *compiledTemplate, in *renderInput) (string, error) {
 	if t.plan != nil {
-		if out, ok := t.plan.render(data); ok {
+		if out, ok := t.plan.render(in); ok {
 			return out, nil
 		}
 	}
-	// The budget is bound per execution: a clone shares the parsed trees and only copies the
-	// function table, and clones are reused. Templates that need no budget skip it.
-	run := t.Template
-	if t.budgeted {
-		r, _ := t.runs.Get().(*budgetedRun)
-		if r == nil {
-			clone, err := t.Clone()
-			if err != nil {
-				return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
-			}
-			r = &budgetedRun{Template: clone, budget: newBudget()}
-			clone.Funcs(r.budget.funcs())
+	// A clone shares the parsed trees and only copies the function table; clones are
+	// reused, and bound to the entry's budget for one execution.
+	r, _ := t.runs.Get().(*budgetedRun)
+	if r == nil {
+		clone, err := t.Clone()
+		if err != nil {
+			return "", fmt.Errorf("rendering %s: %w", t.Name(), err)
 		}
-		r.budget.reset()
-		defer t.runs.Put(r)
-		run = r.Template
+		r = &budgetedRun{Template: clone, bound: &boundBudget{}}
+		clone.Funcs(r.bound.funcs())
 	}
-	var out boundedBuffer
-	if err := run.Execute(&out, data); err != nil {
+	r.bound.b = in.spend()
+	defer func() {
+		r.bound.b = nil
+		t.runs.Put(r)
+	}()
+	var out boundedWriter
+	if err := r.Execute(&out, in.templateView()); err != nil {
 		for _, limit := range []error{errOutputTooLong, errIterationsExceeded, errCallsExceeded, errTimeExceeded, errMemoryExceeded} {
 			if errors.Is(err, limit) {
 				return "", fmt.Errorf("rendering %s: %w", t.Name(), limit)

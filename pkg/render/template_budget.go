@@ -18,288 +18,328 @@ package render
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"reflect"
-	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 )
 
-// What one template execution may allocate. The strings a template builds are the only values
-// it can make larger than its own text and the pod's data, so they are charged, before they
-// are built, against maxAllocatedBytes: printf, print, println, html, js and urlquery first
-// bound the size of their result from their arguments, and refuse when the bound does not fit
-// in what is left. The bound counts fmt's scratch buffer beside the result, and the argument
-// list text/template allocates for the call. Each range iteration and template call is charged
-// too, before its body runs, for what text/template allocates to walk the body (stepCost), so
-// that a loop cannot allocate without limit either. A template that neither loops nor calls
-// one is walked once, which its length bounds.
+// What rendering one entry may allocate, all its templates together. A template reads a view
+// that is data only, so the engine allocates in three places only: walking the template
+// (charged per range iteration and template call, stepCost), sorting a map's keys for range
+// (charged before the range starts), and building strings in the output functions. Every
+// output function follows one rule: before it builds anything it charges printBound of what
+// it prints, a bound of what fmt, html, js or urlquery may write for those values under any
+// verb, flag, width and precision, times what fmt allocates beside its result. A call is
+// refused when the charge does not fit, so no call builds more than the budget, and the clock
+// is read at every charge, so no call starts after the deadline.
 const (
-	// maxAllocatedBytes bounds the bytes the functions of one execution allocate. Real
-	// templates build a few short strings, under a kilobyte; one that needs a mebibyte is
-	// building something no SPIFFE ID, DNS name or selector can hold.
+	// maxAllocatedBytes bounds what rendering one entry allocates. Real templates build a
+	// few short strings, under a kilobyte.
 	maxAllocatedBytes = 1 << 20
-	// fmtOverhead is the factor fmt allocates beyond a result of n bytes: its scratch buffer
-	// holds the n bytes before they are copied into the returned string.
-	fmtOverhead = 2
-	// argOverhead is what text/template allocates for each argument of a call: its
-	// reflect.Value and the variadic []any slot, with the value boxed in it.
-	argOverhead = 64
-	// boundSlack covers fmt's fixed strings around one verb or argument: "%!v(MISSING)",
-	// "%!(EXTRA ", "<nil>", ", " and the like, all shorter.
-	boundSlack = 32
+	// fmtOverhead is the factor fmt allocates beyond a result of n bytes: its scratch
+	// buffer, grown by doubling, and the returned string.
+	fmtOverhead = 3
+	// argCost is what text/template allocates for each argument of a call, and what fmt
+	// writes around a value it cannot format: "%!v(MISSING)", "%!(EXTRA ", "<nil>".
+	argCost = 64
+	// valueCost bounds what fmt writes for a value that is not a string, and around a
+	// list, map or struct: %#b of an int64, %#v's type names, a map entry's separators and
+	// the sorting of its keys. The view holds no float.
+	valueCost = 80
+	// stringCost bounds what fmt writes around a string: quotes, or a bad verb's
+	// "%!d(string=" and ")".
+	stringCost = 16
+	// escapeFactor bounds what fmt's quoting and hexadecimal verbs, html, js and urlquery
+	// write for each byte of a string: js writes "\u003C" for "<". print, and printf's %s,
+	// %v and %d, write a string as it is.
+	escapeFactor = 6
 	// maxWidthDigits bounds the width and precision of a printf verb, so that a format such
 	// as "%0999999999d" cannot ask for a gigabyte of padding.
 	maxWidthDigits = 2
+	// mapKeyCost is what a range allocates per map entry to sort its keys.
+	mapKeyCost = 32
 )
 
-// The errors that stop an execution that loops, recurses or builds too much.
+// The errors that stop a render that loops, recurses or builds too much.
 var (
 	errIterationsExceeded = fmt.Errorf("more than %d range iterations", maxRangeIterations)
 	errCallsExceeded      = fmt.Errorf("more than %d template calls", maxTemplateCalls)
-	errTimeExceeded       = fmt.Errorf("execution took longer than %s", maxExecutionTime)
-	errMemoryExceeded     = fmt.Errorf("functions would allocate more than %d bytes", maxAllocatedBytes)
-	// errOutputTooLong is returned when a template or a function produces more than
-	// maxRenderedBytes.
-	errOutputTooLong = fmt.Errorf("output longer than %d bytes", maxRenderedBytes)
+	errTimeExceeded       = fmt.Errorf("rendering took longer than %s", maxExecutionTime)
+	errMemoryExceeded     = fmt.Errorf("templates would allocate more than %d bytes", maxAllocatedBytes)
+	errOutputTooLong      = fmt.Errorf("output longer than %d bytes", maxRenderedBytes)
+	errUnbound            = errors.New("template function called outside a render")
 )
 
-// budget is what one execution has spent.
+// budget is what rendering one entry has spent.
 type budget struct {
 	iterations, calls int
 	bytes             int
 	deadline          time.Time
+	// exceeded is the limit that stopped a template, if any.
+	exceeded error
 }
 
-// newBudget is the budget of an execution that starts now.
-func newBudget() *budget {
-	return &budget{deadline: time.Now().Add(maxExecutionTime)}
-}
-
-// reset starts a new execution on b.
-func (b *budget) reset() {
-	*b = budget{deadline: time.Now().Add(maxExecutionTime)}
-}
-
-// funcs are the template functions bound to b: the step counters and the printing functions.
-func (b *budget) funcs() template.FuncMap {
-	return template.FuncMap{
-		iterationFunc: b.iteration,
-		callFunc:      b.call,
-		"printf":      b.printf,
-		"print":       b.print,
-		"println":     b.println,
-		"html":        b.html,
-		"js":          b.js,
-		"urlquery":    b.urlquery,
-		printFunc:     b.printValue,
+// charge spends n bytes, or fails when fewer are left or the time is up.
+func (b *budget) charge(n int) error {
+	switch {
+	case n < 0 || n > maxAllocatedBytes-b.bytes:
+		b.exceeded = errMemoryExceeded
+	case time.Now().After(b.deadline):
+		b.exceeded = errTimeExceeded
+	default:
+		b.bytes += n
+		return nil
 	}
+	return b.exceeded
+}
+
+// spent reports whether a limit of b stopped a template already.
+func (b *budget) spent() bool {
+	return b != nil && b.exceeded != nil
+}
+
+// boundBudget holds the budget a clone of a template spends, set for one execution.
+type boundBudget struct{ b *budget }
+
+// funcs are the template functions that spend the bound budget.
+func (r *boundBudget) funcs() template.FuncMap {
+	return template.FuncMap{
+		iterationFunc: r.iteration,
+		callFunc:      r.call,
+		rangeFunc:     r.rangeOver,
+		printFunc:     r.printValue,
+		"printf":      r.printf,
+		"print":       func(args ...any) (string, error) { return r.output(fmt.Sprint, args) },
+		"println":     func(args ...any) (string, error) { return r.output(fmt.Sprintln, args) },
+		"html":        func(args ...any) (string, error) { return r.escape(template.HTMLEscapeString, args) },
+		"js":          func(args ...any) (string, error) { return r.escape(template.JSEscapeString, args) },
+		"urlquery":    func(args ...any) (string, error) { return r.escape(url.QueryEscape, args) },
+	}
+}
+
+// spend charges n bytes to the bound budget.
+func (r *boundBudget) spend(n int) error {
+	if r.b == nil {
+		return errUnbound
+	}
+	return r.b.charge(n)
 }
 
 // iteration counts a range iteration, whose walk text/template allocates cost bytes for.
-func (b *budget) iteration(cost int) (string, error) {
-	b.iterations++
-	if b.iterations > maxRangeIterations {
-		return "", errIterationsExceeded
+func (r *boundBudget) iteration(cost int) (string, error) {
+	if r.b != nil {
+		if r.b.iterations++; r.b.iterations > maxRangeIterations {
+			r.b.exceeded = errIterationsExceeded
+			return "", errIterationsExceeded
+		}
 	}
-	if err := b.charge(cost); err != nil {
-		return "", err
-	}
-	return "", b.checkTime(b.iterations)
+	return "", r.spend(cost)
 }
 
 // call counts a template call, whose walk text/template allocates cost bytes for.
-func (b *budget) call(cost int) (string, error) {
-	b.calls++
-	if b.calls > maxTemplateCalls {
-		return "", errCallsExceeded
-	}
-	if err := b.charge(cost); err != nil {
-		return "", err
-	}
-	return "", b.checkTime(b.calls)
-}
-
-// checkTime reads the clock every 64 steps only: it costs more than a step.
-func (b *budget) checkTime(n int) error {
-	if n%64 == 0 && time.Now().After(b.deadline) {
-		return errTimeExceeded
-	}
-	return nil
-}
-
-// charge spends n bytes, or fails when fewer are left.
-func (b *budget) charge(n int) error {
-	if n < 0 || n > maxAllocatedBytes-b.bytes {
-		return errMemoryExceeded
-	}
-	b.bytes += n
-	return nil
-}
-
-// left is what the execution may still allocate.
-func (b *budget) left() int {
-	return maxAllocatedBytes - b.bytes
-}
-
-// printf is fmt.Sprintf, refused before it runs when its result could exceed the budget.
-func (b *budget) printf(format string, args ...any) (string, error) {
-	n, err := printfBound(format, args, b.left())
-	if err != nil {
-		return "", err
-	}
-	if err := b.charge(fmtOverhead*n + argOverhead*(len(args)+1)); err != nil {
-		return "", err
-	}
-	return checkLength(fmt.Sprintf(format, args...))
-}
-
-// print is fmt.Sprint within the budget.
-func (b *budget) print(args ...any) (string, error) {
-	if err := b.chargePrint(args); err != nil {
-		return "", err
-	}
-	return checkLength(fmt.Sprint(args...))
-}
-
-// println is fmt.Sprintln within the budget.
-func (b *budget) println(args ...any) (string, error) {
-	if err := b.chargePrint(args); err != nil {
-		return "", err
-	}
-	return checkLength(fmt.Sprintln(args...))
-}
-
-// chargePrint charges what fmt.Sprint or fmt.Sprintln of args may allocate: each argument as
-// %v, a space between them and a final newline.
-func (b *budget) chargePrint(args []any) error {
-	n, err := printBound(args, b.left())
-	if err != nil {
-		return err
-	}
-	return b.charge(fmtOverhead*n + argOverhead*len(args))
-}
-
-// html is text/template's html within the budget.
-func (b *budget) html(args ...any) (string, error) {
-	s, err := b.escaperInput("html", args)
-	if err != nil || !strings.ContainsAny(s, "'\"&<>\000") {
-		return s, err
-	}
-	return b.escape(s, template.HTMLEscape)
-}
-
-// js is text/template's js within the budget.
-func (b *budget) js(args ...any) (string, error) {
-	s, err := b.escaperInput("js", args)
-	if err != nil || strings.IndexFunc(s, jsIsSpecial) < 0 {
-		return s, err
-	}
-	return b.escape(s, template.JSEscape)
-}
-
-// jsIsSpecial is the rune text/template's js escapes.
-func jsIsSpecial(r rune) bool {
-	switch r {
-	case '\\', '\'', '"', '<', '>', '&', '=':
-		return true
-	}
-	return r < ' ' || utf8.RuneSelf <= r
-}
-
-// urlquery is text/template's urlquery within the budget. url.QueryEscape allocates its
-// result twice, once as bytes and once as a string, so its length is counted first.
-func (b *budget) urlquery(args ...any) (string, error) {
-	s, err := b.escaperInput("urlquery", args)
-	if err != nil {
-		return "", err
-	}
-	n := 0
-	for i := range len(s) {
-		n++
-		if !isQueryUnescaped(s[i]) {
-			n += 2
+func (r *boundBudget) call(cost int) (string, error) {
+	if r.b != nil {
+		if r.b.calls++; r.b.calls > maxTemplateCalls {
+			r.b.exceeded = errCallsExceeded
+			return "", errCallsExceeded
 		}
 	}
-	if n > maxRenderedBytes {
-		return "", errOutputTooLong
-	}
-	if err := b.charge(2 * n); err != nil {
-		return "", err
-	}
-	return url.QueryEscape(s), nil
+	return "", r.spend(cost)
 }
 
-// isQueryUnescaped reports whether url.QueryEscape writes c as one byte: an unreserved
-// character, or a space as "+".
-func isQueryUnescaped(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.~ ", c) >= 0
-}
-
-// escaperInput is the text html, js and urlquery escape: their only argument when it is a
-// string, else the arguments printed as text/template prints them.
-func (b *budget) escaperInput(name string, args []any) (string, error) {
-	if len(args) == 1 {
-		if s, ok := args[0].(string); ok {
-			return s, nil
+// rangeOver charges what text/template allocates to range over value before the first
+// iteration: a sorted copy of a map's keys. It refuses what range cannot iterate over, whose
+// error message would print the value whole.
+func (r *boundBudget) rangeOver(value any) (any, error) {
+	if value == nil {
+		return nil, nil
+	}
+	switch v := reflect.ValueOf(value); v.Kind() {
+	case reflect.Map:
+		return value, r.spend(argCost + mapKeyCost*v.Len())
+	case reflect.Slice, reflect.Array, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return value, nil
+	case reflect.Pointer:
+		if v.IsNil() {
+			return value, nil
 		}
 	}
-	printable := make([]any, len(args))
-	for i, arg := range args {
-		printable[i] = printableArg(arg)
-	}
-	if err := b.chargePrint(printable); err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	return fmt.Sprint(printable...), nil
+	return nil, fmt.Errorf("range can't iterate over a value of type %T", value)
 }
 
-// printableArg is an argument as text/template prints it: behind its pointers, and "<no
-// value>" for nothing.
-func printableArg(arg any) any {
-	if arg == nil {
+// charge spends what an output function may allocate to write values, plus fixed bytes of
+// its own, under the one rule above: each value padded by pad, each byte of a string written
+// as perByte bytes.
+func (r *boundBudget) charge(fixed, pad, perByte int, values ...any) error {
+	if r.b == nil {
+		return errUnbound
+	}
+	n := fixed + argCost*len(values)
+	for _, v := range values {
+		n += printBound(reflect.ValueOf(v), pad, perByte, maxAllocatedBytes-n)
+		if n > maxAllocatedBytes {
+			return errMemoryExceeded
+		}
+	}
+	return r.spend(fmtOverhead * n)
+}
+
+// output is print or println within the budget.
+func (r *boundBudget) output(format func(...any) string, args []any) (string, error) {
+	if err := r.charge(0, 0, 1, args...); err != nil {
+		return "", err
+	}
+	return checkLength(format(args...))
+}
+
+// printValue prints an action's value as text/template does, within the budget.
+func (r *boundBudget) printValue(value any) (string, error) {
+	if s, ok := value.(string); ok {
+		return checkLength(s)
+	}
+	if err := r.charge(0, 0, 1, value); err != nil {
+		return "", err
+	}
+	return checkLength(fmt.Sprint(printableArg(value)))
+}
+
+// printableArg is a value as text/template prints the objects' values: what its pointers
+// point to, "<no value>" for nothing, and "nil" for an unset object, as the String method of
+// the Kubernetes types prints it.
+func printableArg(value any) any {
+	if value == nil {
 		return "<no value>"
 	}
-	v := reflect.ValueOf(arg)
+	v := reflect.ValueOf(value)
 	for v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()
 	}
-	if !v.CanInterface() {
-		return arg
+	if v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct {
+		return "nil"
 	}
 	return v.Interface()
 }
 
-// escape runs an escaper over a copy of s into a buffer that holds one byte more than any
-// rendered string, so that the escaped text never costs more than that, however much s grows.
-func (b *budget) escape(s string, escaper func(w io.Writer, b []byte)) (string, error) {
-	if err := b.charge(len(s) + 2*(maxRenderedBytes+1)); err != nil {
+// printf is fmt.Sprintf within the budget. Its verbs may print an argument several times
+// ("%[1]s%[1]s") and pad each value they print by their width and precision.
+func (r *boundBudget) printf(format string, args ...any) (string, error) {
+	verbs, pad, indexed, expands, err := scanVerbs(format)
+	if err != nil {
 		return "", err
 	}
-	w := cappedWriter{buf: make([]byte, 0, maxRenderedBytes+1)}
-	escaper(&w, []byte(s))
-	if w.full {
-		return "", errOutputTooLong
+	perByte := 1
+	if expands {
+		perByte = escapeFactor
 	}
-	return string(w.buf), nil
+	repeats := 1
+	if indexed {
+		repeats = verbs + 1
+	}
+	fixed := len(format) + verbs*(argCost+pad)
+	for range repeats {
+		if err := r.charge(fixed, pad, perByte, args...); err != nil {
+			return "", err
+		}
+		fixed = 0
+	}
+	return checkLength(fmt.Sprintf(format, args...))
 }
 
-// cappedWriter keeps what fits in its buffer's capacity and drops the rest.
-type cappedWriter struct {
-	buf  []byte
-	full bool
+// escape is html, js or urlquery within the budget: its argument, or its arguments printed,
+// escaped.
+func (r *boundBudget) escape(escaper func(string) string, args []any) (string, error) {
+	s, ok := "", len(args) == 1
+	if ok {
+		s, ok = args[0].(string)
+	}
+	if len(s) > maxRenderedBytes {
+		return "", errOutputTooLong // Escaping never shortens.
+	}
+	if !ok {
+		printable := make([]any, len(args))
+		for i, arg := range args {
+			printable[i] = printableArg(arg)
+		}
+		var err error
+		if s, err = r.output(fmt.Sprint, printable); err != nil {
+			return "", err
+		}
+	}
+	if err := r.charge(0, 0, escapeFactor, s); err != nil {
+		return "", err
+	}
+	return checkLength(escaper(s))
 }
 
-func (w *cappedWriter) Write(p []byte) (int, error) {
-	if len(p) > cap(w.buf)-len(w.buf) {
-		w.full = true
-		return len(p), nil
+// scanVerbs reads a printf format's verbs: how many, the widest padding a width and a
+// precision may add to each value, whether one picks its argument by index, and whether one
+// may write a string longer than it is (any verb but %s, %v and %d, or the # and + flags). It
+// refuses a width or precision taken from an argument, or of more than maxWidthDigits digits.
+func scanVerbs(format string) (verbs, pad int, indexed, expands bool, err error) {
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		verbs++
+		digits, value, verbPad := 0, 0, 0
+	verb:
+		for i++; i < len(format); i++ {
+			switch c := format[i]; {
+			case c == '0' && digits == 0 && value == 0 && verbPad == 0:
+				// The zero flag.
+			case '0' <= c && c <= '9':
+				if digits++; digits > maxWidthDigits {
+					return 0, 0, false, false, fmt.Errorf("printf width or precision in %q too large: more than %d digits", format, maxWidthDigits)
+				}
+				value = value*10 + int(c-'0')
+				continue
+			case c == '*':
+				return 0, 0, false, false, errors.New("printf width or precision taken from an argument (*) is not allowed")
+			case c == '[':
+				indexed = true
+			case c == '#' || c == '+':
+				expands = true
+			case c != '.' && c != ']' && c != '-' && c != ' ':
+				expands = expands || (c != 's' && c != 'v' && c != 'd')
+				break verb
+			}
+			verbPad, digits, value = verbPad+value, 0, 0
+		}
+		pad = max(pad, verbPad+value)
 	}
-	w.buf = append(w.buf, p...)
-	return len(p), nil
+	return verbs, pad, indexed, expands, nil
+}
+
+// printBound bounds what fmt, html, js or urlquery write for v, each value padded by pad and
+// each byte of a string written as perByte bytes. It walks v until the bound passes limit.
+func printBound(v reflect.Value, pad, perByte, limit int) int {
+	if v.Kind() == reflect.String {
+		return stringCost + pad + perByte*v.Len()
+	}
+	n := valueCost + pad
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			n += printBound(v.Elem(), pad, perByte, limit-n)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len() && n <= limit; i++ {
+			n += printBound(v.Index(i), pad, perByte, limit-n)
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next() && n <= limit; {
+			n += printBound(it.Key(), pad, perByte, limit-n) + printBound(it.Value(), pad, perByte, limit-n)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField() && n <= limit; i++ {
+			n += printBound(v.Field(i), pad, perByte, limit-n)
+		}
+	}
+	return n
 }
 
 func checkLength(s string) (string, error) {
@@ -309,14 +349,14 @@ func checkLength(s string) (string, error) {
 	return s, nil
 }
 
-// boundedBuffer fails writes past maxRenderedBytes, which stops template execution early.
-type boundedBuffer struct {
+// boundedWriter fails writes past maxRenderedBytes, which stops template execution early.
+type boundedWriter struct {
 	bytes.Buffer
 }
 
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxRenderedBytes {
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > maxRenderedBytes {
 		return 0, errOutputTooLong
 	}
-	return b.Buffer.Write(p)
+	return w.Buffer.Write(p)
 }

@@ -23,9 +23,9 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
@@ -119,21 +119,21 @@ func TestHostileTemplatesStayWithinTheMemoryBudget(t *testing.T) {
 	}
 }
 
-// TestTemplateFunctionsPrintAsBefore: the budgeted functions print what text/template's own
-// print. Only their cost changes.
+// TestTemplateFunctionsPrintAsBefore: the budgeted functions, over the view, print what
+// text/template's own print over the objects, as spire-controller-manager renders them.
 func TestTemplateFunctionsPrintAsBefore(t *testing.T) {
 	pod := testPod()
 	pod.Labels["n"] = "<a href='x'>&=\x01é"
 	prio := int32(7)
 	pod.Spec.Priority = &prio
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Args: []string{"a", "b c"}}}
-	data := &templateData{TrustDomain: "example.org", PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec, NodeMeta: &testNode().ObjectMeta}
+	data := scmData("example.org", pod, testNode())
 	for _, text := range []string{
-		`{{ printf "%s/%d/%q/%x/%5.2f/%v/%T" .PodMeta.Name 42 .PodMeta.Name .PodMeta.Name 3.14159 true .PodMeta }}`,
+		`{{ printf "%s/%d/%q/%x/%5.2f/%v/%T" .PodMeta.Name 42 .PodMeta.Name .PodMeta.Name 3.14159 true .PodMeta.Name }}`,
 		`{{ printf "%[2]s-%[1]s %s" "a" "b" }}{{ printf "%s" }}{{ printf "%d" "x" }}{{ printf "%s" "a" "b" 3 }}{{ printf "%!" }}`,
 		`{{ printf "%.3s|%-6s|%06d|%+d|%#x|% x|%U|%c|%08.3f" "abcdef" "ab" 42 5 "hi" "hi" 0x1F600 65 3.5 }}`,
-		`{{ printf "%v %d %s" (index .PodSpec.Containers 0).Args .PodSpec.Priority .PodMeta.UID }}`,
-		`{{ print "a" 1 2 "b" .PodSpec.Priority }}|{{ println "a" 1 2 }}`,
+		`{{ printf "%v %d %s" (index .PodSpec.Containers 0).Args "x" .PodMeta.UID }}`,
+		`{{ print "a" 1 2 "b" .PodSpec.ServiceAccountName }}|{{ println "a" 1 2 }}`,
 		`{{ html (index .PodMeta.Labels "n") }}|{{ js (index .PodMeta.Labels "n") }}|{{ urlquery (index .PodMeta.Labels "n") }}`,
 		`{{ html 1 "<" .PodSpec.Priority }}|{{ js .PodSpec.Priority nil }}|{{ urlquery "a b" 2 }}|{{ html }}`,
 		`{{ range $k, $v := .PodMeta.Labels }}{{ printf "%s=%s;" $k $v }}{{ end }}`,
@@ -147,7 +147,7 @@ func TestTemplateFunctionsPrintAsBefore(t *testing.T) {
 		if err := builtin.Execute(&want, data); err != nil {
 			t.Fatalf("%s: text/template: %v", text, err)
 		}
-		got, err := execute(budgeted, data)
+		got, err := execute(budgeted, inputOf("example.org", pod, testNode()))
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
@@ -157,68 +157,9 @@ func TestTemplateFunctionsPrintAsBefore(t *testing.T) {
 	}
 }
 
-// TestPrintfBound: the bound printfBound computes before formatting is never below what fmt
-// then writes, and it refuses widths and precisions that would have fmt pad without limit.
-func TestPrintfBound(t *testing.T) {
-	labels := map[string]string{"a": "b", "c": strings.Repeat("d", 100)}
-	n := int32(-5)
-	for _, tc := range []struct {
-		format string
-		args   []any
-	}{
-		{"plain", nil},
-		{"%s %v %q %x %X % #x %#v %+q", []any{"é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<", "é\x00<"}},
-		{"%99s|%-99.99q|%099d|%.99f|%99.99e|%#99b|%99v", []any{"a", "b", -1, 1e308, 1e308, uint64(1<<64 - 1), complex(1e308, -1e308)}},
-		{"%v %#v %x %q %99s", []any{labels, labels, labels, []string{"a", "b"}, []string{"a", "b"}}},
-		{"%v %s %#v %x %99d", []any{[]byte("abc"), []byte("abc"), []byte("abc"), []byte("abc"), []byte("abc")}},
-		{"%v %d %p %T", []any{&n, &n, &n, labels}},
-		{"%[3]s %[1]s %[2]s %s %[9]s %[x]s %[1]5d %[1].5d", []any{"a", "b", "c"}},
-		{"%!%z%w%d%s", []any{nil, 1, "x", []int(nil), (*int)(nil), true}},
-		{"%", nil},
-		{"%.", []any{1}},
-		{"%5.", []any{1}},
-		{"%[1]", []any{1}},
-		{"%[2]d %d", []any{1, 2, 3}},
-	} {
-		bound, err := printfBound(tc.format, tc.args, maxAllocatedBytes)
-		if err != nil {
-			t.Errorf("printfBound(%q): %v", tc.format, err)
-			continue
-		}
-		if out := fmt.Sprintf(tc.format, tc.args...); len(out) > bound {
-			t.Errorf("Sprintf(%q) wrote %d bytes, more than its bound %d: %q", tc.format, len(out), bound, out)
-		}
-	}
-	for _, format := range []string{"%999d", "%.999d", "%*d", "%.*d", "%[1]*d", "%.[1]*d", "%[2]*[1]d", "%.[1]999d", "%-0999d"} {
-		if _, err := printfBound(format, []any{1, 2}, maxAllocatedBytes); err == nil {
-			t.Errorf("printfBound(%q) accepted a width or precision that is not two digits", format)
-		}
-	}
-	if _, err := printfBound("%v", []any{&metav1.ObjectMeta{}}, maxAllocatedBytes); err == nil {
-		t.Errorf("printfBound accepted a value whose String method prints it")
-	}
-}
-
-// FuzzPrintfBound checks printfBound against fmt over arbitrary formats: a format it accepts
-// never makes fmt write more than the bound.
-func FuzzPrintfBound(f *testing.F) {
-	for _, s := range []string{"%s", "%[2]*[1]d", "%.[1]9d", "%-#+ 0x%q", "%[3]v%v%v%v", "%.2s%5.1q%T%p%!", "%U%c%b%o%O%e%E%g%G"} {
-		f.Add(s, "é<\x00ab")
-	}
-	f.Fuzz(func(t *testing.T, format, s string) {
-		args := []any{s, -12345, 3.5e300, true, []string{s, s}, map[string]int{s: 1}, []byte(s), uint8(255), complex(1, 2), nil}
-		bound, err := printfBound(format, args, maxAllocatedBytes)
-		if err != nil {
-			return
-		}
-		if out := fmt.Sprintf(format, args...); len(out) > bound {
-			t.Errorf("Sprintf(%q) wrote %d bytes, more than its bound %d", format, len(out), bound)
-		}
-	})
-}
-
 // FuzzTemplateMemory renders arbitrary SPIFFE ID templates over a pod as large as the API
-// server admits, and fails when one render allocates more than the budget.
+// server admits, and fails when one render allocates more than the budget, or takes longer
+// than its deadline and a scheduling slack.
 func FuzzTemplateMemory(f *testing.F) {
 	for _, s := range []string{
 		`{{ $s := index .PodMeta.Annotations "big" }}{{ printf "%s%s%s%s" $s $s $s $s }}`,
@@ -228,6 +169,8 @@ func FuzzTemplateMemory(f *testing.F) {
 		`{{ range .PodMeta.Labels }}{{ print . . . . }}{{ end }}`,
 		`{{ printf "%[1]s%[1]s%[1]s" (index .PodMeta.Annotations "big") }}`,
 		`{{ urlquery .PodMeta.Annotations }}`,
+		`{{ range .PodMeta.Labels }}{{ range $.PodMeta.Labels }}{{ $x := printf "%99v" $.PodMeta.Labels }}{{ end }}{{ end }}`,
+		`{{ $x := (index .PodSpec.Volumes 0).EmptyDir.SizeLimit.AsDec.UnscaledBig }}{{ print .PodSpec .PodMeta .NodeMeta }}`,
 	} {
 		f.Add(s)
 	}
@@ -237,7 +180,11 @@ func FuzzTemplateMemory(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, tmpl string) {
+		began := time.Now()
 		allocated, _ := renderAllocation(t, r, tmpl, pod)
+		if took := time.Since(began); took > maxExecutionTime+time.Second {
+			t.Errorf("one render of %q took %v, more than its deadline of %v", tmpl, took, maxExecutionTime)
+		}
 		if allocated > maxAllocatedBytes+allocationSlack {
 			t.Errorf("one render of %q allocated %d KiB, more than the budget of %d KiB and %d KiB to spare",
 				tmpl, allocated>>10, maxAllocatedBytes>>10, allocationSlack>>10)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // A fieldPlan renders, without text/template, a template that only joins literal text and
@@ -36,55 +38,49 @@ type planPart struct {
 
 // stringField reads one string of the data; ok is false when a pointer on the way is nil,
 // where text/template fails with an error of its own.
-type stringField func(d *templateData) (value string, ok bool)
+type stringField func(in *renderInput) (value string, ok bool)
 
 // stringFields are the fields a plan can read, by their path in a template. Only fields of
 // kind string print as themselves, so they are the only ones listed.
 var stringFields = map[string]stringField{
-	"TrustDomain":                func(d *templateData) (string, bool) { return d.TrustDomain, true },
-	"ClusterName":                func(d *templateData) (string, bool) { return d.ClusterName, true },
-	"ClusterDomain":              func(d *templateData) (string, bool) { return d.ClusterDomain, true },
-	"PodMeta.Name":               podMetaField(func(d *templateData) string { return d.PodMeta.Name }),
-	"PodMeta.Namespace":          podMetaField(func(d *templateData) string { return d.PodMeta.Namespace }),
-	"PodMeta.GenerateName":       podMetaField(func(d *templateData) string { return d.PodMeta.GenerateName }),
-	"PodMeta.UID":                podMetaField(func(d *templateData) string { return string(d.PodMeta.UID) }),
-	"PodSpec.ServiceAccountName": podSpecField(func(d *templateData) string { return d.PodSpec.ServiceAccountName }),
-	"PodSpec.NodeName":           podSpecField(func(d *templateData) string { return d.PodSpec.NodeName }),
-	"PodSpec.Hostname":           podSpecField(func(d *templateData) string { return d.PodSpec.Hostname }),
-	"PodSpec.Subdomain":          podSpecField(func(d *templateData) string { return d.PodSpec.Subdomain }),
-	"NodeMeta.Name":              nodeMetaField(func(d *templateData) string { return d.NodeMeta.Name }),
-	"NodeMeta.UID":               nodeMetaField(func(d *templateData) string { return string(d.NodeMeta.UID) }),
+	"TrustDomain":                func(in *renderInput) (string, bool) { return in.trustDomain, true },
+	"ClusterName":                func(in *renderInput) (string, bool) { return in.clusterName, true },
+	"ClusterDomain":              func(in *renderInput) (string, bool) { return in.clusterDomain, true },
+	"PodMeta.Name":               podField(func(p *corev1.Pod) string { return p.Name }),
+	"PodMeta.Namespace":          podField(func(p *corev1.Pod) string { return p.Namespace }),
+	"PodMeta.GenerateName":       podField(func(p *corev1.Pod) string { return p.GenerateName }),
+	"PodMeta.UID":                podField(func(p *corev1.Pod) string { return string(p.UID) }),
+	"PodSpec.ServiceAccountName": podField(func(p *corev1.Pod) string { return p.Spec.ServiceAccountName }),
+	"PodSpec.NodeName":           podField(func(p *corev1.Pod) string { return p.Spec.NodeName }),
+	"PodSpec.Hostname":           podField(func(p *corev1.Pod) string { return p.Spec.Hostname }),
+	"PodSpec.Subdomain":          podField(func(p *corev1.Pod) string { return p.Spec.Subdomain }),
+	"NodeMeta.Name":              nodeField(func(n *corev1.Node) string { return n.Name }),
+	"NodeMeta.UID":               nodeField(func(n *corev1.Node) string { return string(n.UID) }),
 }
 
-func podMetaField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.PodMeta == nil {
+// podField and nodeField read a string of the pod or the node; strings are immutable, so
+// the plan reads the objects themselves.
+func podField(get func(p *corev1.Pod) string) stringField {
+	return func(in *renderInput) (string, bool) {
+		if in.pod == nil {
 			return "", false
 		}
-		return get(d), true
+		return get(in.pod), true
 	}
 }
 
-func podSpecField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.PodSpec == nil {
+func nodeField(get func(n *corev1.Node) string) stringField {
+	return func(in *renderInput) (string, bool) {
+		if in.node == nil {
 			return "", false
 		}
-		return get(d), true
+		return get(in.node), true
 	}
 }
 
-func nodeMetaField(get func(d *templateData) string) stringField {
-	return func(d *templateData) (string, bool) {
-		if d.NodeMeta == nil {
-			return "", false
-		}
-		return get(d), true
-	}
-}
-
-// planFor returns the plan of a template, or nil when it does anything but join text and the
-// fields above: a function, a pipeline, a variable, a condition, a loop or a defined template.
+// planFor returns the plan of a template, or nil when it does anything but join text, the
+// fields above and labels or annotations looked up with index: another function, a pipeline,
+// a variable, a condition, a loop or a defined template.
 func planFor(t *template.Template) fieldPlan {
 	if t.Tree == nil || t.Root == nil || len(t.Templates()) != 1 {
 		return nil
@@ -107,28 +103,69 @@ func planFor(t *template.Template) fieldPlan {
 	return plan
 }
 
-// fieldOf is the string field a pipeline prints, when it is a bare field reference.
+// fieldOf is the string field a pipeline prints, when it is a bare field reference or a label
+// or annotation looked up with index.
 func fieldOf(pipe *parse.PipeNode) stringField {
-	if pipe == nil || len(pipe.Decl) > 0 || len(pipe.Cmds) != 1 || len(pipe.Cmds[0].Args) != 1 {
+	if pipe == nil || len(pipe.Decl) > 0 || len(pipe.Cmds) != 1 {
 		return nil
 	}
-	field, ok := pipe.Cmds[0].Args[0].(*parse.FieldNode)
-	if !ok {
-		return nil
+	switch args := pipe.Cmds[0].Args; len(args) {
+	case 1:
+		if field, ok := args[0].(*parse.FieldNode); ok {
+			return stringFields[strings.Join(field.Ident, ".")]
+		}
+	case 3:
+		fn, isIdent := args[0].(*parse.IdentifierNode)
+		field, isField := args[1].(*parse.FieldNode)
+		key, isString := args[2].(*parse.StringNode)
+		if isIdent && fn.Ident == "index" && isField && isString {
+			if labels := stringMaps[strings.Join(field.Ident, ".")]; labels != nil {
+				return func(in *renderInput) (string, bool) {
+					m, ok := labels(in)
+					return m[key.Text], ok // index gives "" for a missing key.
+				}
+			}
+		}
 	}
-	return stringFields[strings.Join(field.Ident, ".")]
+	return nil
+}
+
+// stringMaps are the maps of strings a plan can look a key up in.
+var stringMaps = map[string]func(in *renderInput) (map[string]string, bool){
+	"PodMeta.Labels":       podMap(func(p *corev1.Pod) map[string]string { return p.Labels }),
+	"PodMeta.Annotations":  podMap(func(p *corev1.Pod) map[string]string { return p.Annotations }),
+	"NodeMeta.Labels":      nodeMap(func(n *corev1.Node) map[string]string { return n.Labels }),
+	"NodeMeta.Annotations": nodeMap(func(n *corev1.Node) map[string]string { return n.Annotations }),
+}
+
+func podMap(get func(p *corev1.Pod) map[string]string) func(in *renderInput) (map[string]string, bool) {
+	return func(in *renderInput) (map[string]string, bool) {
+		if in.pod == nil {
+			return nil, false
+		}
+		return get(in.pod), true
+	}
+}
+
+func nodeMap(get func(n *corev1.Node) map[string]string) func(in *renderInput) (map[string]string, bool) {
+	return func(in *renderInput) (map[string]string, bool) {
+		if in.node == nil {
+			return nil, false
+		}
+		return get(in.node), true
+	}
 }
 
 // render joins the plan's parts over data; ok is false when text/template must run instead,
 // to fail as it does: a nil object on the way, or an output past maxRenderedBytes.
-func (p fieldPlan) render(data *templateData) (string, bool) {
+func (p fieldPlan) render(in *renderInput) (string, bool) {
 	var b strings.Builder
 	for _, part := range p {
 		if part.field == nil {
 			b.WriteString(part.text)
 			continue
 		}
-		value, ok := part.field(data)
+		value, ok := part.field(in)
 		if !ok {
 			return "", false
 		}

@@ -24,7 +24,7 @@ import (
 )
 
 // executeTextTemplate renders t by text/template alone, as execute does without a plan.
-func executeTextTemplate(t *compiledTemplate, data *templateData) (string, error) {
+func executeTextTemplate(t *compiledTemplate, data *renderInput) (string, error) {
 	return execute(&compiledTemplate{Template: t.Template}, data)
 }
 
@@ -35,18 +35,21 @@ func TestPlannedTemplatesAreTheCommonOnes(t *testing.T) {
 		"spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}": true,
 		"spiffe://{{ .TrustDomain }}/spire/agent/k8s_psat/{{ .ClusterName }}/{{ .NodeMeta.UID }}":      true,
 		"{{- .PodMeta.Name -}}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}":                      true,
-		"k8s:pod-uid:{{ .PodMeta.UID }}":                                  true,
-		"no action at all":                                                true,
-		"{{ .PodMeta.Labels.app }}":                                       false,
-		`{{ printf "%s" .PodMeta.Name }}`:                                 false,
-		"{{ .PodMeta.Name | printf }}":                                    false,
-		"{{ $.PodMeta.Name }}":                                            false,
-		"{{ $n := .PodMeta.Name }}{{ $n }}":                               false,
-		"{{ if .PodMeta.Name }}x{{ end }}":                                false,
-		"{{ (.PodMeta.Name) }}":                                           false,
-		`{{ define "n" }}{{ .PodMeta.Name }}{{ end }}{{ .PodMeta.Name }}`: false,
-		"{{ .PodSpec.Priority }}":                                         false,
-		"{{ .PodMeta.CreationTimestamp }}":                                false,
+		"k8s:pod-uid:{{ .PodMeta.UID }}": true,
+		"no action at all":               true,
+		"{{ .PodMeta.Labels.app }}":      false,
+		`{{ index .PodMeta.Labels "app" }}.{{ index .NodeMeta.Annotations "a" }}`: true,
+		`{{ index .PodMeta.Labels "app" "x" }}`:                                   false,
+		`{{ index .PodSpec.NodeSelector "app" }}`:                                 false,
+		`{{ printf "%s" .PodMeta.Name }}`:                                         false,
+		"{{ .PodMeta.Name | printf }}":                                            false,
+		"{{ $.PodMeta.Name }}":                                                    false,
+		"{{ $n := .PodMeta.Name }}{{ $n }}":                                       false,
+		"{{ if .PodMeta.Name }}x{{ end }}":                                        false,
+		"{{ (.PodMeta.Name) }}":                                                   false,
+		`{{ define "n" }}{{ .PodMeta.Name }}{{ end }}{{ .PodMeta.Name }}`:         false,
+		"{{ .PodSpec.Priority }}":                                                 false,
+		"{{ .PodMeta.CreationTimestamp }}":                                        false,
 	} {
 		tmpl, err := parseTemplate("t", text)
 		if err != nil {
@@ -66,18 +69,14 @@ func TestPlanRendersAsTextTemplate(t *testing.T) {
 	pod, node := richPodAndNode()
 	long := pod.DeepCopy()
 	long.Name = strings.Repeat("n", maxRenderedBytes)
-	full := func(p *corev1.Pod) *templateData {
-		return &templateData{TrustDomain: "example.org", ClusterName: "c", ClusterDomain: "cluster.local",
-			PodMeta: &p.ObjectMeta, PodSpec: &p.Spec, NodeMeta: &node.ObjectMeta, NodeSpec: &node.Spec}
-	}
-	datas := map[string]*templateData{
-		"rich":        full(pod),
-		"long name":   full(long),
-		"no pod":      {TrustDomain: "example.org", NodeMeta: &node.ObjectMeta, NodeSpec: &node.Spec},
-		"no node":     {TrustDomain: "example.org", PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec},
-		"empty":       {},
-		"empty pod":   full(&corev1.Pod{}),
-		"long domain": {TrustDomain: strings.Repeat("d", maxRenderedBytes+1)},
+	datas := map[string]func() *renderInput{
+		"rich":        func() *renderInput { return inputOf("example.org", pod, node) },
+		"long name":   func() *renderInput { return inputOf("example.org", long, node) },
+		"no pod":      func() *renderInput { return inputOf("example.org", nil, node) },
+		"no node":     func() *renderInput { return inputOf("example.org", pod, nil) },
+		"empty":       func() *renderInput { return inputOf("", nil, nil) },
+		"empty pod":   func() *renderInput { return inputOf("example.org", &corev1.Pod{}, node) },
+		"long domain": func() *renderInput { return inputOf(strings.Repeat("d", maxRenderedBytes+1), nil, nil) },
 	}
 	var paths []string
 	for _, root := range templateObjects {
@@ -97,8 +96,8 @@ func TestPlanRendersAsTextTemplate(t *testing.T) {
 			}
 			planned++
 			for name, data := range datas {
-				want, wantErr := executeTextTemplate(tmpl, data)
-				got, gotErr := execute(tmpl, data)
+				want, wantErr := executeTextTemplate(tmpl, data())
+				got, gotErr := execute(tmpl, data())
 				if got != want || errString(gotErr) != errString(wantErr) {
 					t.Errorf("%s over the %s data: the plan gives %q, %v; text/template %q, %v", text, name, got, gotErr, want, wantErr)
 				}
@@ -118,6 +117,7 @@ func FuzzPlanMatchesTextTemplate(f *testing.F) {
 		"{{- .PodMeta.Name -}}.{{ .PodMeta.Namespace }}.svc.{{ .ClusterDomain }}",
 		"k8s:pod-uid:{{ .PodMeta.UID }}{{/* comment */}}",
 		"{{ .NodeMeta.Name }}{{ .PodSpec.NodeName }}",
+		`{{ index .PodMeta.Labels "app" }}/{{ index .PodMeta.Labels "web" }}`,
 	} {
 		f.Add(text, "web-0", "shop", "api")
 	}
@@ -128,10 +128,8 @@ func FuzzPlanMatchesTextTemplate(f *testing.F) {
 		}
 		pod, node := testPod(), testNode()
 		pod.Name, pod.Namespace, pod.Spec.ServiceAccountName = name, namespace, serviceAccount
-		data := &templateData{TrustDomain: "example.org", ClusterName: "c", ClusterDomain: "cluster.local",
-			PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec, NodeMeta: &node.ObjectMeta, NodeSpec: &node.Spec}
-		want, wantErr := executeTextTemplate(tmpl, data)
-		got, gotErr := execute(tmpl, data)
+		want, wantErr := executeTextTemplate(tmpl, inputOf("example.org", pod, node))
+		got, gotErr := execute(tmpl, inputOf("example.org", pod, node))
 		if got != want || errString(gotErr) != errString(wantErr) {
 			t.Errorf("%q: the plan gives %q, %v; text/template %q, %v", text, got, gotErr, want, wantErr)
 		}
@@ -153,14 +151,13 @@ func BenchmarkRenderSPIFFEID(b *testing.B) {
 		b.Fatal(err)
 	}
 	pod := testPod()
-	data := &templateData{TrustDomain: "example.org", PodMeta: &pod.ObjectMeta, PodSpec: &pod.Spec}
-	for name, run := range map[string]func(*compiledTemplate, *templateData) (string, error){
+	for name, run := range map[string]func(*compiledTemplate, *renderInput) (string, error){
 		"plan": execute, "text-template": executeTextTemplate,
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := run(tmpl, data); err != nil {
+				if _, err := run(tmpl, inputOf("example.org", pod, nil)); err != nil {
 					b.Fatal(err)
 				}
 			}

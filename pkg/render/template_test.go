@@ -23,7 +23,6 @@ import (
 // Only templates that can run a node twice carry the counters (and pay a clone per
 // execution); the others render as parsed. Both must render the same text.
 func TestOnlyTemplatesThatRepeatAreInstrumented(t *testing.T) {
-	data := &templateData{TrustDomain: "example.org", PodMeta: &testPod().ObjectMeta, PodSpec: &testPod().Spec}
 	for _, tc := range []struct {
 		text         string
 		instrumented bool
@@ -44,7 +43,7 @@ func TestOnlyTemplatesThatRepeatAreInstrumented(t *testing.T) {
 		if got := instrumented(tmpl.Template); got != tc.instrumented {
 			t.Errorf("%s: instrumented %v, want %v", tc.text, got, tc.instrumented)
 		}
-		got, err := execute(tmpl, data)
+		got, err := execute(tmpl, inputOf("example.org", testPod(), nil))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.text, err)
 		}

@@ -26,7 +26,6 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -46,11 +45,22 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 	specPath := field.NewPath("spec")
 	var errs field.ErrorList
 
+	// Over the caps of one object, the templates are not even parsed: the refusal costs
+	// nothing, whatever their number.
+	if _, err := templatesCost(spec); err != nil {
+		if p := firstTooLong(specPath, spec); p != nil {
+			return field.ErrorList{field.TooLong(p, "", maxTemplateBytes)}
+		}
+		return field.ErrorList{field.Invalid(specPath, "", err.Error())}
+	}
+
 	td, tdErr := spiffeid.TrustDomainFromString(trustDomain)
 	if trustDomain == "" || tdErr != nil {
 		td = spiffeid.TrustDomain{}
 	}
-	sample := sampleTemplateData(td)
+	// All the templates run within one budget, as they do when an entry is rendered.
+	sample := sampleInput(td)
+	sample.budget = &budget{}
 
 	idPath := specPath.Child("spiffeIDTemplate")
 	if spec.SPIFFEIDTemplate == "" {
@@ -109,17 +119,40 @@ func ValidateClusterSPIFFEID(obj *spirev1alpha1.ClusterSPIFFEID, trustDomain str
 	return errs
 }
 
+// firstTooLong is the path of the first template longer than maxTemplateBytes, if any.
+func firstTooLong(specPath *field.Path, spec *spirev1alpha1.ClusterSPIFFEIDSpec) *field.Path {
+	if len(spec.SPIFFEIDTemplate) > maxTemplateBytes {
+		return specPath.Child("spiffeIDTemplate")
+	}
+	for i, text := range spec.DNSNameTemplates {
+		if len(text) > maxTemplateBytes {
+			return specPath.Child("dnsNameTemplates").Index(i)
+		}
+	}
+	for i, text := range spec.WorkloadSelectorTemplates {
+		if len(text) > maxTemplateBytes {
+			return specPath.Child("workloadSelectorTemplates").Index(i)
+		}
+	}
+	return nil
+}
+
 // validateTemplate parses a template as the controller does and renders it over a sample in
 // which every field is set, so that the errors that remain are the template's own: a field
 // the data lacks, a template that is not defined, a wrong number of arguments. A map key that
 // is missing is no error: labels and annotations vary from pod to pod.
-func validateTemplate(p *field.Path, text string, sample *templateData) (*template.Template, *field.Error) {
+func validateTemplate(p *field.Path, text string, sample *renderInput) (*template.Template, *field.Error) {
 	if len(text) > maxTemplateBytes {
 		return nil, field.TooLong(p, "", maxTemplateBytes)
 	}
 	t, err := parseTemplate(p.String(), text)
 	if err != nil {
 		return nil, field.Invalid(p, text, err.Error())
+	}
+	if sample.budget.spent() {
+		// An earlier template spent the object's budget, and said so: this one is only
+		// parsed, so that one error does not repeat for every template.
+		return t.Template, nil
 	}
 	if _, err := execute(t, sample); err != nil && isTemplateError(err) {
 		return nil, field.Invalid(p, text, err.Error())
@@ -137,7 +170,7 @@ func isTemplateError(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"can't evaluate field", "no such template", "not defined", "wrong number of args",
-		"cannot print a value of type", "printf width or precision"} {
+		"printf width or precision", "range can't iterate"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -199,18 +232,20 @@ func literalText(t *template.Template) (string, bool) {
 	return leadingText(t), true
 }
 
-// sampleTemplateData is template data in which every pointer, slice and map the templates can
-// reach holds a value, so that a field reference fails only when the field does not exist.
-func sampleTemplateData(td spiffeid.TrustDomain) *templateData {
-	data := &templateData{TrustDomain: td.Name(), ClusterName: "cluster", ClusterDomain: "cluster.local",
-		PodMeta: &metav1.ObjectMeta{}, PodSpec: &corev1.PodSpec{}, NodeMeta: &metav1.ObjectMeta{}, NodeSpec: &corev1.NodeSpec{}}
-	for _, v := range []any{data.PodMeta, data.PodSpec, data.NodeMeta, data.NodeSpec} {
+// sampleInput is a render input in which every pointer, slice and map the templates can reach
+// holds a value, so that a field reference fails only when the field does not exist.
+func sampleInput(td spiffeid.TrustDomain) *renderInput {
+	in := &renderInput{trustDomain: td.Name(), clusterName: "cluster", clusterDomain: "cluster.local",
+		pod: &corev1.Pod{}, node: &corev1.Node{}, reach: Reach{PodMeta: FieldSet{All: true}, PodSpec: FieldSet{All: true},
+			NodeMeta: FieldSet{All: true}, NodeSpec: FieldSet{All: true}}}
+	for _, v := range []any{&in.pod.ObjectMeta, &in.pod.Spec, &in.node.ObjectMeta, &in.node.Spec} {
 		populate(reflect.ValueOf(v).Elem(), 0)
 	}
-	if data.TrustDomain == "" {
-		data.TrustDomain = "example.org"
+	if in.trustDomain == "" {
+		in.trustDomain = "example.org"
 	}
-	return data
+	in.templateView()
+	return in
 }
 
 // populate fills every settable field below v with a value: "x" for strings, 1 for numbers,

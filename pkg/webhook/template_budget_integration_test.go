@@ -37,7 +37,8 @@ import (
 // calls the webhook with the controller's own validation, the ClusterSPIFFEID found on a real
 // cluster: a SPIFFE ID template that passes a 2 KiB string to printf a hundred thousand times.
 // It is refused, naming the field, and so is a shorter one that fits the length limit but
-// would allocate past the render budget; an ordinary one is admitted.
+// would allocate past the render budget, and one with 14,000 invalid templates, past the cap
+// of one object; an ordinary one is admitted.
 func TestWebhookRefusesTemplatesPastTheMemoryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs real kube-apiserver and spire-server; skipped with -short")
@@ -80,11 +81,26 @@ func TestWebhookRefusesTemplatesPastTheMemoryBudget(t *testing.T) {
 		return `spiffe://{{ $s := "` + strings.Repeat("x", 2048) + `" }}{{ .TrustDomain }}/{{ printf "` +
 			strings.Repeat("%s", n) + `" ` + strings.Repeat("$s ", n) + `}}`
 	}
+	// The reported object with 14,000 invalid one-action templates (110 KiB): past the cap of
+	// templates of one object, refused with one error, without parsing any.
+	invalid := make([]string, 14000)
+	for i := range invalid {
+		invalid[i] = "{{x}}"
+	}
+	began := time.Now()
+	_, err = stack.SpireAPI.SpireV1alpha1().ClusterSPIFFEIDs().Create(ctx, &spirev1alpha1.ClusterSPIFFEID{
+		ObjectMeta: metav1.ObjectMeta{Name: "many"}, Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
+			SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/x", DNSNameTemplates: invalid}}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "templates, more than the 128") || len(err.Error()) > 1000 {
+		t.Errorf("ClusterSPIFFEID with 14,000 invalid templates: got %.300v, want one short denial naming the cap", err)
+	}
+	t.Logf("the ClusterSPIFFEID with 14,000 invalid templates was refused in %v", time.Since(began))
+
 	for _, tc := range []struct {
 		name, template, detail string
 	}{
 		{"reported", printed(100000), "Too long"},
-		{"over-budget", printed(1000), "functions would allocate more than"},
+		{"over-budget", printed(1000), "would allocate more than"},
 	} {
 		err := create(tc.name, tc.template)
 		if err == nil || !strings.Contains(err.Error(), "spec.spiffeIDTemplate") || !strings.Contains(err.Error(), tc.detail) {
