@@ -256,13 +256,23 @@ func (x *Explainer) podCertificateIdentity(in PodInput, named string) (*PodIdent
 	}
 	switch {
 	case named != "" && len(why) > 0:
-		return nil, fmt.Sprintf("ClusterSPIFFEID %s, which the request names, renders no identity for the pod: %s: denied ClusterSPIFFEIDNotApplicable", named, strings.Join(why, "; "))
+		return nil, fmt.Sprintf("ClusterSPIFFEID %s, which the request names, renders no identity for the pod: %s: %s", named, strings.Join(why, "; "), x.deniedAfterWait("ClusterSPIFFEIDNotApplicable"))
 	case named != "":
-		return nil, fmt.Sprintf("ClusterSPIFFEID %s, which the request names, does not exist, is not of the class, or does not select the pod: denied ClusterSPIFFEIDNotApplicable", named)
+		return nil, fmt.Sprintf("ClusterSPIFFEID %s, which the request names, does not exist, is not of the class, or does not select the pod: %s", named, x.deniedAfterWait("ClusterSPIFFEIDNotApplicable"))
 	case len(why) > 0:
-		return nil, fmt.Sprintf("no ClusterSPIFFEID renders an identity for the pod: %s: denied NoIdentity", strings.Join(why, "; "))
+		return nil, fmt.Sprintf("no ClusterSPIFFEID renders an identity for the pod: %s: %s", strings.Join(why, "; "), x.deniedAfterWait("NoIdentity"))
 	}
-	return nil, "no ClusterSPIFFEID of the class selects the pod (`explain pod` says why each does not): denied NoIdentity"
+	return nil, "no ClusterSPIFFEID of the class selects the pod (`explain pod` says why each does not): " + x.deniedAfterWait("NoIdentity")
+}
+
+// deniedAfterWait says when the signer denies a request whose pod has no identity: once it has
+// waited podCertificates.waitForIdentity for one, as the pod certificate controller does.
+func (x *Explainer) deniedAfterWait(reason string) string {
+	wait := x.cfg.PodCertificates.WaitForIdentity
+	if wait <= 0 {
+		return "denied " + reason
+	}
+	return fmt.Sprintf("denied %s once the request has waited podCertificates.waitForIdentity (%s) for one", reason, wait)
 }
 
 // signerSees reports whether the signer renders pods with c: c is of the class, and has the

@@ -133,7 +133,7 @@ func TestPodCertificates(t *testing.T) {
 				return []*certificatesv1.PodCertificateRequest{podRequest("r", 1, testSigner, nil, "")}
 			},
 			want:    PodCertificate{Request: "app/r", State: CertificatePending},
-			summary: "it would not issue: no ClusterSPIFFEID of the class selects the pod",
+			summary: "it would not issue: no ClusterSPIFFEID of the class selects the pod (`explain pod` says why each does not): denied NoIdentity once the request has waited podCertificates.waitForIdentity (5m0s) for one.",
 		},
 		{
 			name: "no request", signer: testSigner, csids: []*spirev1alpha1.ClusterSPIFFEID{web},
