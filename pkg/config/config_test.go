@@ -299,6 +299,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"kubernetes.io signer name", minimal + "podCertificates: {signerName: kubernetes.io/x509-svid}\n", "podCertificates.signerName"},
 		{"CA TTL under 2h", minimal + "podCertificates: {caTTL: 1h}\n", "podCertificates.caTTL"},
 		{"bad failPendingAfter", minimal + "podCertificates: {failPendingAfter: later}\n", "podCertificates.failPendingAfter"},
+		{"pod certificate default TTL under 1h", minimal + "podCertificates: {defaultTTL: 30m}\n", "podCertificates.defaultTTL"},
+		{"bad pod certificate max TTL", minimal + "podCertificates: {maxTTL: long}\n", "podCertificates.maxTTL"},
+		{"pod certificate max TTL under 1h", minimal + "podCertificates: {maxTTL: 59m}\n", "podCertificates.maxTTL"},
+		{"pod certificate default TTL over the max", minimal + "podCertificates: {defaultTTL: 3h, maxTTL: 2h}\n", "podCertificates.defaultTTL"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
@@ -516,11 +520,13 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m}\n"))
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, " +
+		"trustNonNodeRequesters: true, allowAdminIdentities: true, allowDownstreamIdentities: true, defaultTTL: 2h, maxTTL: 12h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute}
+	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute,
+		TrustNonNodeRequesters: true, AllowAdminIdentities: true, AllowDownstreamIdentities: true, DefaultTTL: 2 * time.Hour, MaxTTL: 12 * time.Hour}
 	if cfg.PodCertificates != want {
 		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}
