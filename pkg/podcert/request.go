@@ -76,7 +76,7 @@ func CheckRequest(req *certificatesv1.PodCertificateRequest, pod *PodFacts, node
 	}
 	// Nor does a pod that is being deleted stop being so.
 	if pod.Deleting {
-		return Decide(ReasonPodDeleting, "pod %s is being deleted", podName)
+		return DenyDeleting(req)
 	}
 	if node == nil {
 		return recheck(Decide(ReasonNodeNotFound, "node %s not found", quote(string(spec.NodeName))))
@@ -87,6 +87,11 @@ func CheckRequest(req *certificatesv1.PodCertificateRequest, pod *PodFacts, node
 		return recheck(Decide(ReasonPodMismatch, "the request does not match node %s: %s", quote(string(spec.NodeName)), strings.Join(diffs, "; ")))
 	}
 	return nil
+}
+
+// DenyDeleting is the decision to deny a request whose pod is being deleted.
+func DenyDeleting(req *certificatesv1.PodCertificateRequest) *Decision {
+	return Decide(ReasonPodDeleting, "pod %s/%s is being deleted", quote(req.Namespace), quote(req.Spec.PodName))
 }
 
 // CheckServiceAccount returns nil when the request's spec.serviceAccountUID is the UID of
