@@ -157,8 +157,15 @@ spireServerAddress: %s
 workloadAPISocketPath: %s
 podCertificates:
   enabled: true
-  trustNonNodeRequesters: %t
-`, trustDomain, gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.opts.trustNonNodeRequesters)
+`, trustDomain, gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath()) + trustLine(w.opts.trustNonNodeRequesters)
+}
+
+// trustLine is the config line of podCertificates.trustNonNodeRequesters when trusted.
+func trustLine(trusted bool) string {
+	if !trusted {
+		return ""
+	}
+	return "  trustNonNodeRequesters: true\n"
 }
 
 // start runs spire-registrar with the flags given besides its config; it stops when the
