@@ -137,7 +137,9 @@ func enforcesEverywhere(b *admissionregistrationv1.ValidatingAdmissionPolicyBind
 // coversRequestCreation reports whether a rule covers the creation of PodCertificateRequests
 // of certificates.k8s.io/v1.
 func coversRequestCreation(r admissionregistrationv1.NamedRuleWithOperations) bool {
-	has := func(list []string, want string) bool { return slices.Contains(list, want) || slices.Contains(list, "*") }
+	has := func(list []string, want string) bool {
+		return slices.Contains(list, want) || slices.Contains(list, "*")
+	}
 	ops := make([]string, len(r.Operations))
 	for i, op := range r.Operations {
 		ops[i] = string(op)
