@@ -17,6 +17,7 @@ limitations under the License.
 package podcertificate
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -145,4 +146,32 @@ func TestSyncRequestDeniesIdentitiesSPIRERefuses(t *testing.T) {
 		t.Fatalf("syncRequest: %v", err)
 	}
 	checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{"web.prod.svc"})
+}
+
+// TestPodLookupsAreCached: what the informers do not hold of a pod and its service account is
+// read with a get of one object, once: the pod's volumes for as long as the pod (its UID)
+// lives, the service account's UID for a minute. No request lists anything.
+func TestPodLookupsAreCached(t *testing.T) {
+	env := newTestEnv(t, envOptions{})
+	cl := newCluster()
+	env.add(t, cl.objects()...)
+	for range 3 {
+		key := newP256Key(t)
+		req := kubeletRequest(t, cl.pod, cl.node, key)
+		env.add(t, req)
+		if err := env.sync(req); err != nil {
+			t.Fatalf("syncRequest: %v", err)
+		}
+		checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{"web.prod.svc"})
+	}
+	reads := map[string]int{}
+	for _, a := range env.kube.Actions() {
+		// The test reads the requests back itself.
+		if (a.GetVerb() == "get" || a.GetVerb() == "list") && a.GetResource().Resource != "podcertificaterequests" {
+			reads[a.GetVerb()+" "+a.GetResource().Resource]++
+		}
+	}
+	if want := map[string]int{"get pods": 1, "get serviceaccounts": 1}; !maps.Equal(reads, want) {
+		t.Errorf("three requests for one pod read %v from the API server, want %v", reads, want)
+	}
 }
