@@ -65,6 +65,11 @@ limitations under the License.
 // made as the node, one at a time for p50/p99 from create to issued chain, then all at once by
 // -concurrency callers for the requests per second one replica sustains (see podcert.go).
 //
+// -mode podcert-flood measures fairness and cost: N requests (default 1000) for pods of one
+// namespace that no ClusterSPIFFEID selects, and 100 for pods of another namespace that one
+// does, made once the flood has begun; how long the good ones take to be issued, the flood to
+// be denied, and the kube-apiserver calls meanwhile (see podcertflood.go).
+//
 // -mode rollout works in the full world (kube-scheduler, kube-controller-manager and kwok
 // too): for each N (500 unless -n says otherwise) and each datastore of -datastores, a fresh
 // SPIRE server on it, a Deployment of N replicas, and a rollout of a new template under pod
@@ -76,6 +81,7 @@ limitations under the License.
 //	go run ./hack/bench -mode converge [-n 1000,5000] [-steady 200] [-idle 60s]
 //	go run ./hack/bench -mode rollout [-n 500] [-datastores sqlite,postgres] [-flaps 20]
 //	go run ./hack/bench -mode podcert [-n 1000] [-concurrency 32]
+//	go run ./hack/bench -mode podcert-flood [-n 1000] [-concurrency 32] [-wait-for-identity 0s]
 package main
 
 import (
@@ -124,6 +130,9 @@ type options struct {
 	// Rollout mode only:
 	poll           time.Duration
 	flapsPerSecond float64
+
+	// Pod certificate flood mode only: negative leaves spire-registrar's default.
+	waitForIdentity time.Duration
 }
 
 const (
@@ -131,6 +140,7 @@ const (
 	modeConverge = "converge"
 	modeRollout  = "rollout"
 	modePodCert  = "podcert"
+	modePodFlood = "podcert-flood"
 
 	datastoreSQLite   = "sqlite"
 	datastorePostgres = "postgres"
@@ -162,6 +172,7 @@ func main() {
 	flag.IntVar(&o.batching.MaxBatch, "max-batch", spire.DefaultBatchSize, "converge and rollout modes: BatchingOptions.MaxBatch of the in-process controller's SPIRE client")
 	flag.DurationVar(&o.batching.Linger, "linger", spire.DefaultLinger, "converge and rollout modes: BatchingOptions.Linger of the in-process controller's SPIRE client")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent pod create calls")
+	flag.DurationVar(&o.waitForIdentity, "wait-for-identity", -1, "podcert-flood mode: spire-registrar's podCertificates.waitForIdentity; negative leaves its default")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Hour, "limit for each wait for convergence or readiness")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "converge mode: write a CPU profile of the largest N's convergence to this file")
 	flag.Parse()
@@ -185,8 +196,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -datastores: %v\n", err)
 		os.Exit(2)
 	}
-	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout && o.mode != modePodCert {
-		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout, modePodCert)
+	if o.mode != modeMatrix && o.mode != modeConverge && o.mode != modeRollout && o.mode != modePodCert && o.mode != modePodFlood {
+		fmt.Fprintf(os.Stderr, "bench: -mode: %q is not %s, %s, %s, %s or %s\n", o.mode, modeMatrix, modeConverge, modeRollout, modePodCert, modePodFlood)
 		os.Exit(2)
 	}
 	if o.resyncInterval <= 0 || o.rawPageSize < 1 || o.scmMax < 0 || o.scmSteady < 0 {
@@ -212,6 +223,8 @@ func main() {
 		run = runRolloutBench
 	case modePodCert:
 		run = runPodCertBench
+	case modePodFlood:
+		run = runPodCertFloodBench
 	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -77,7 +77,7 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 		cc.KubeInformers.Core().V1().Nodes(),
 		cc.KubeInformers.Discovery().V1().EndpointSlices(),
 		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
-		client, cc.SpireAPIClient, cc.Authority,
+		client, cc.Authority,
 		podcertificate.Options{
 			SignerName:            cfg.PodCertificates.SignerName,
 			Settings:              renderSettings(cfg),
@@ -86,6 +86,7 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 			ClusterSPIFFEIDLabels: cfg.ClusterSPIFFEIDLabels,
 			CATTL:                 cfg.PodCertificates.CATTL,
 			FailPendingAfter:      cfg.PodCertificates.FailPendingAfter,
+			WaitForIdentity:       cfg.PodCertificates.WaitForIdentity,
 			ResyncInterval:        cfg.GCInterval,
 			MaxResyncShare:        cfg.MaxResyncShare,
 			PodProjection:         cc.PodProjection,

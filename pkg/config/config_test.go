@@ -303,6 +303,8 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"bad pod certificate max TTL", minimal + "podCertificates: {maxTTL: long}\n", "podCertificates.maxTTL"},
 		{"pod certificate max TTL under 1h", minimal + "podCertificates: {maxTTL: 59m}\n", "podCertificates.maxTTL"},
 		{"pod certificate default TTL over the max", minimal + "podCertificates: {defaultTTL: 3h, maxTTL: 2h}\n", "podCertificates.defaultTTL"},
+		{"negative waitForIdentity", minimal + "podCertificates: {waitForIdentity: -1s}\n", "podCertificates.waitForIdentity"},
+		{"waitForIdentity past the request cleaner", minimal + "podCertificates: {waitForIdentity: 15m}\n", "podCertificates.waitForIdentity"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
@@ -504,7 +506,7 @@ func TestPodCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := PodCertificates{Enabled: true, SignerName: DefaultPodCertificateSignerName}
+	want := PodCertificates{Enabled: true, SignerName: DefaultPodCertificateSignerName, WaitForIdentity: 5 * time.Minute}
 	if cfg.PodCertificates != want {
 		t.Errorf("defaults = %+v, want %+v", cfg.PodCertificates, want)
 	}
@@ -520,7 +522,7 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, " +
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s, " +
 		"trustNonNodeRequesters: true, allowAdminIdentities: true, allowDownstreamIdentities: true, defaultTTL: 2h, maxTTL: 12h}\n"))
 	if err != nil {
 		t.Fatal(err)

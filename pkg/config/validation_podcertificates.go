@@ -62,6 +62,10 @@ type PodCertificatesConfig struct {
 	// MaxTTL caps every pod certificate's lifetime, a ClusterSPIFFEID's ttl included; default:
 	// no cap but the request's maxExpirationSeconds.
 	MaxTTL *Duration `json:"maxTTL"`
+	// WaitForIdentity is how long after its creation a request whose pod has no identity
+	// (no ClusterSPIFFEID gives it one) waits for one before it is denied; default 5m, at
+	// most 10m, 0 denies at once.
+	WaitForIdentity *Duration `json:"waitForIdentity"`
 }
 
 // PodCertificates is the validated podCertificates section.
@@ -70,12 +74,25 @@ type PodCertificates struct {
 	SignerName                string
 	CATTL                     time.Duration
 	FailPendingAfter          time.Duration
+	WaitForIdentity           time.Duration
 	TrustNonNodeRequesters    bool
 	AllowAdminIdentities      bool
 	AllowDownstreamIdentities bool
 	// DefaultTTL and MaxTTL are 0 when not set.
 	DefaultTTL, MaxTTL time.Duration
 }
+
+// DefaultWaitForIdentity and MaxWaitForIdentity bound podCertificates.waitForIdentity. A
+// denial is final for the kubelet, so a request whose pod has no identity waits for a
+// ClusterSPIFFEID applied again or a label change. kube-controller-manager deletes every
+// request 15 minutes after its creation and the kubelet then makes a new one, so a request
+// that waited that long would never be denied and the pod never told why: the wait ends
+// well before. Five minutes outlasts a GitOps delete-and-create or a relabelling, and leaves
+// a refreshing pod (refresh at half of a lifetime of an hour or more) its certificate.
+const (
+	DefaultWaitForIdentity = 5 * time.Minute
+	MaxWaitForIdentity     = 10 * time.Minute
+)
 
 // validatePodCertificates applies the podCertificates section.
 func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
@@ -85,8 +102,8 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 	}
 	path := field.NewPath("podCertificates")
 	var errs field.ErrorList
-	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName, TrustNonNodeRequesters: p.TrustNonNodeRequesters,
-		AllowAdminIdentities: p.AllowAdminIdentities, AllowDownstreamIdentities: p.AllowDownstreamIdentities}
+	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName, WaitForIdentity: DefaultWaitForIdentity,
+		TrustNonNodeRequesters: p.TrustNonNodeRequesters, AllowAdminIdentities: p.AllowAdminIdentities, AllowDownstreamIdentities: p.AllowDownstreamIdentities}
 	if cfg.PodCertificates.SignerName == "" {
 		cfg.PodCertificates.SignerName = DefaultPodCertificateSignerName
 	} else if err := validateSignerName(path.Child("signerName"), p.SignerName); err != nil {
@@ -107,6 +124,17 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 			errs = append(errs, err)
 		}
 		cfg.PodCertificates.FailPendingAfter = p.FailPendingAfter.Duration
+	}
+	if p.WaitForIdentity != nil {
+		if err := p.WaitForIdentity.validateParsed(path.Child("waitForIdentity")); err != nil {
+			errs = append(errs, err)
+		} else if p.WaitForIdentity.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("waitForIdentity"), p.WaitForIdentity.String(), "must not be negative; 0 denies at once"))
+		} else if p.WaitForIdentity.Duration > MaxWaitForIdentity {
+			errs = append(errs, field.Invalid(path.Child("waitForIdentity"), p.WaitForIdentity.String(),
+				"must be at most 10m: kube-controller-manager deletes a request 15 minutes after its creation, and one that waits longer is never denied"))
+		}
+		cfg.PodCertificates.WaitForIdentity = p.WaitForIdentity.Duration
 	}
 	errs = append(errs, validateCertificateTTL(path.Child("defaultTTL"), p.DefaultTTL, &cfg.PodCertificates.DefaultTTL)...)
 	errs = append(errs, validateCertificateTTL(path.Child("maxTTL"), p.MaxTTL, &cfg.PodCertificates.MaxTTL)...)

@@ -34,6 +34,13 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 	})
 
+	// PodCertificateRequestsWaiting is how many PodCertificateRequests wait for their pod to
+	// get an identity before they are denied, by the reason they would be denied with now.
+	PodCertificateRequestsWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "pod_certificate_requests_waiting",
+		Help: "PodCertificateRequests whose pod has no identity yet, waiting for one (podCertificates.waitForIdentity) before they are denied, by the reason they would be denied with.",
+	}, []string{"reason"})
+
 	// PodCertificateCARenewals counts the signer's requests for a downstream CA, by result
 	// (success, error).
 	PodCertificateCARenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,5 +58,5 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(PodCertificateRequests, PodCertificateIssueLatency, PodCertificateCARenewals, PodCertificateCAExpiry)
+	Registry.MustRegister(PodCertificateRequests, PodCertificateRequestsWaiting, PodCertificateIssueLatency, PodCertificateCARenewals, PodCertificateCAExpiry)
 }

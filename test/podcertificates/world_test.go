@@ -100,6 +100,9 @@ type world struct {
 	bin    string
 	uid    string
 	opts   worldOptions
+	// waitForIdentity and gcInterval are the config's for the next start: 2s and gcInterval
+	// unless a test sets them.
+	waitForIdentity, gcInterval time.Duration
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -107,7 +110,7 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), opts: opts}
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), opts: opts, waitForIdentity: 2 * time.Second, gcInterval: gcInterval}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
@@ -143,8 +146,8 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 }
 
 // config is spire-registrar's config file: the SPIRE server over TCP with the agent's
-// X509-SVID, the pod certificate signer on, and a short gcInterval. The entry ID prefix keeps
-// its resyncs from deleting the entries the tests create with the CLI.
+// X509-SVID, the pod certificate signer on, and a short gcInterval and waitForIdentity. The
+// entry ID prefix keeps its resyncs from deleting the entries the tests create with the CLI.
 func (w *world) config() string {
 	return fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
@@ -157,7 +160,8 @@ spireServerAddress: %s
 workloadAPISocketPath: %s
 podCertificates:
   enabled: true
-`, trustDomain, gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath()) + trustLine(w.opts.trustNonNodeRequesters)
+  waitForIdentity: %s
+`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + trustLine(w.opts.trustNonNodeRequesters)
 }
 
 // trustLine is the config line of podCertificates.trustNonNodeRequesters when trusted.

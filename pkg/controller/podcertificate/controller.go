@@ -21,15 +21,17 @@ limitations under the License.
 // chaining to the same roots as a spire-agent's SVIDs, with no agent on its node.
 //
 // It is built as the entry controller is: informers and handlers that map events to request
-// keys, one queue, workers that sync a key. pkg/podcert holds the pure decisions (checks,
-// lifetime, the certificate); pkg/render renders the pod's SPIFFE ID and DNS names from the
-// same ClusterSPIFFEIDs as its entries. The signing CA is an intermediate SPIRE signs for
-// this controller (NewDownstreamX509CA), held only in memory and renewed at half its life.
+// keys, one queue whose namespaces take turns, workers that sync a key. pkg/podcert holds the
+// pure decisions (checks, lifetime, the certificate); pkg/render renders the pod's SPIFFE ID
+// and DNS names from the same ClusterSPIFFEIDs as its entries. The signing CA is an
+// intermediate SPIRE signs for this controller (NewDownstreamX509CA), held only in memory and
+// renewed at half its life.
 package podcertificate
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,10 +47,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
@@ -84,6 +84,10 @@ type Options struct {
 	// FailPendingAfter, when positive, marks a request Failed once it has waited that long for
 	// a usable CA; otherwise it waits until it is issued or deleted.
 	FailPendingAfter time.Duration
+	// WaitForIdentity is how long after its creation a request whose pod has no identity
+	// waits for one before it is denied; 0 denies it at once. A ClusterSPIFFEID, namespace
+	// or pod that changes meanwhile has it decided again at once.
+	WaitForIdentity time.Duration
 	// ResyncInterval is how often the CA is checked for renewal and the ClusterTrustBundle is
 	// brought up to date with SPIRE's authorities.
 	ResyncInterval time.Duration
@@ -113,8 +117,7 @@ type Authority interface {
 type Controller struct {
 	opts     Options                                 // how requests are signed
 	renderer *render.Renderer                        // renders pods' identities as their entries are rendered
-	client   clientset.Interface                     // reads pods, nodes, namespaces live; writes status and bundles
-	spireAPI spireclientset.Interface                // reads ClusterSPIFFEIDs live before a denial
+	client   clientset.Interface                     // reads pods and nodes live; writes status and bundles
 	lookups  *podLookups                             // the pods' volumes and service accounts, read live and cached
 	ca       *caHolder                               // the signing CA, renewed from SPIRE
 	events   *runner.Events                          // the controller's event broadcaster (Events are only logged)
@@ -131,8 +134,9 @@ type Controller struct {
 	clusterSPIFFEIDLister spirelisters.ClusterSPIFFEIDLister // the declarations of identities
 	compiled              *render.CompiledClusterSPIFFEIDs   // their compiled forms
 
-	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name
+	queue       workqueue.TypedRateLimitingInterface[string] // request keys, namespace/name, namespaces in turn
 	parking     *runner.Parking[string]                      // requests waiting for a usable CA
+	waiting     *waitingRequests                             // requests waiting for their pod to get an identity
 	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
 	handlers    runner.Handlers                              // added to the informers, removed when Run returns
 }
@@ -140,8 +144,8 @@ type Controller struct {
 // NewController wires the controller to its informers: the requests and the bundles of the
 // signer name (the caller narrows their informers with a field selector on spec.signerName),
 // and the informers pods are rendered from. It registers indexes and event handlers and
-// starts nothing. client writes request status and bundles; it and spireAPI read what an
-// informer may lag behind on before a request is denied.
+// starts nothing. client writes request status and bundles, and reads the pod and node an
+// informer may lag behind on before a request is denied for them.
 func NewController(
 	ctx context.Context,
 	requestInformer certinformers.PodCertificateRequestInformer,
@@ -152,7 +156,6 @@ func NewController(
 	sliceInformer discoveryinformers.EndpointSliceInformer,
 	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 	client clientset.Interface,
-	spireAPI spireclientset.Interface,
 	authority Authority,
 	opts Options,
 ) (*Controller, error) {
@@ -173,7 +176,6 @@ func NewController(
 		opts:     opts,
 		renderer: r,
 		client:   client,
-		spireAPI: spireAPI,
 		lookups:  newPodLookups(client),
 		ca:       newCAHolder(authority, opts.CATTL),
 		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
@@ -187,7 +189,8 @@ func NewController(
 		clusterSPIFFEIDLister: clusterSPIFFEIDInformer.Lister(),
 		compiled:              render.NewCompiledClusterSPIFFEIDs(),
 
-		queue:       runner.NewQueue[string](requestQueueName, 50, 500),
+		queue:       runner.NewFairQueue(requestQueueName, 50, 500, namespaceOfKey),
+		waiting:     newWaitingRequests(),
 		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
 	}
 	c.parking = runner.NewParking(requestQueueName, c.queue, c.ca.probe)
@@ -205,17 +208,23 @@ func NewController(
 	if err := c.handlers.Add(requestInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRequest,
 		UpdateFunc: func(_, newObj any) { c.enqueueRequest(newObj) },
+		DeleteFunc: c.forgetRequest,
 	}); err != nil {
 		return nil, err
 	}
-	// A deleted ClusterSPIFFEID's compiled form is of no more use.
+	// A deleted ClusterSPIFFEID's compiled form is of no more use. Any change to the
+	// ClusterSPIFFEIDs may give a waiting request's pod its identity.
 	if err := c.handlers.Add(clusterSPIFFEIDInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if gone, ok := runner.Unwrap[*spirev1alpha1.ClusterSPIFFEID](obj); ok {
-				c.compiled.Forget(gone.Name)
-			}
-		},
+		AddFunc:    c.onClusterSPIFFEIDAdd,
+		UpdateFunc: c.onClusterSPIFFEIDUpdate,
+		DeleteFunc: c.onClusterSPIFFEIDDelete,
 	}); err != nil {
+		return nil, err
+	}
+	if err := c.handlers.Add(namespaceInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNamespaceUpdate}); err != nil {
+		return nil, err
+	}
+	if err := c.handlers.Add(podInformer.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onPodUpdate}); err != nil {
 		return nil, err
 	}
 	// A bundle of the signer name changed behind the controller's back: put it right.
@@ -245,6 +254,12 @@ func (c *Controller) HasSynced() bool {
 // Waiting is how many PodCertificateRequests wait for a usable CA from SPIRE.
 func (c *Controller) Waiting() int {
 	return c.parking.Len()
+}
+
+// WaitingForIdentity is how many PodCertificateRequests wait for their pod to get an
+// identity before they are denied.
+func (c *Controller) WaitingForIdentity() int {
+	return c.waiting.len()
 }
 
 // Run waits for the informers, gets a CA and publishes the trust bundle (retrying until SPIRE
@@ -285,6 +300,19 @@ func (c *Controller) enqueueRequest(obj any) {
 	if err == nil {
 		c.queue.Add(key)
 	}
+}
+
+// forgetRequest stops counting a deleted request as waiting.
+func (c *Controller) forgetRequest(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.waiting.forget(key)
+	}
+}
+
+// namespaceOfKey is the namespace of a namespace/name key: the queue's keys take turns by it.
+func namespaceOfKey(key string) string {
+	namespace, _, _ := strings.Cut(key, "/")
+	return namespace
 }
 
 // resync queues every request that has not ended, renews the CA when it is due and brings

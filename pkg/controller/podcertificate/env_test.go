@@ -129,7 +129,7 @@ func newTestEnv(t *testing.T, o envOptions) *testEnv {
 		certs.PodCertificateRequests(), certs.ClusterTrustBundles(),
 		core.Pods(), core.Namespaces(), core.Nodes(), kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
-		env.kube, env.spireAPI, env.authority, opts)
+		env.kube, env.authority, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ limitations under the License.
 package podcertificate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,10 +25,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
@@ -50,11 +47,13 @@ const maxFailuresNamed = 3
 // inputs as the entry controller renders its entries: the entry of the ClusterSPIFFEID named
 // (the request's spire.spiffe.io/clusterspiffeid annotation), or else the entry the entry
 // controller prefers, the first of the most preferred ClusterSPIFFEID that renders one. A
-// pod with no such entry is denied, once the ClusterSPIFFEIDs and the namespace read from the
-// API server agree: a denial is final, and a ClusterSPIFFEID created just before the pod may
-// not be in the informer yet. An error means the identity cannot be told yet: the pod in the
-// cache lacks fields a template reads, or an informer has not caught up.
-func (c *Controller) identityOf(ctx context.Context, view informercache.View, pod *corev1.Pod, node *corev1.Node, named string) (*identity, *podcert.Decision, error) {
+// pod with no such entry gets errNoIdentityYet, with the denial it is due: a denial is final,
+// and the ClusterSPIFFEIDs, the namespace and the pod may change (a ClusterSPIFFEID applied
+// again, or not in the informer yet), so the caller waits before it denies (mayPass).
+// Another error means the identity cannot be told yet: the pod in the cache lacks fields a
+// template reads. A pod in an ignored namespace, which no change short of a restart can give
+// an identity, and an identity refused for what it is, are denied at once.
+func (c *Controller) identityOf(view informercache.View, pod *corev1.Pod, node *corev1.Node, named string) (*identity, *podcert.Decision, error) {
 	all, err := c.clusterSPIFFEIDLister.List(labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
@@ -76,17 +75,20 @@ func (c *Controller) identityOf(ctx context.Context, view informercache.View, po
 		return nil, nil, err
 	}
 	id, d := c.choose(active, pod, ns, node, slices, named)
-	if d == nil {
+	switch {
+	case d == nil:
 		return id, nil, nil
+	case mayPass(d.Reason):
+		return nil, nil, errNoIdentityYet{denial: d}
 	}
-	live, liveNS, err := c.liveIdentityInputs(ctx, pod.Namespace)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, liveD := c.choose(live, pod, liveNS, node, slices, named); liveD != nil {
-		return nil, liveD, nil
-	}
-	return nil, nil, errInformerLag
+	return nil, d, nil
+}
+
+// mayPass reports whether a pod denied for reason may yet get an identity from its
+// ClusterSPIFFEIDs, namespace or labels changing: none selects it or renders one for it, or
+// not the one named. Other refusals of an identity are final.
+func mayPass(reason podcert.Reason) bool {
+	return reason == podcert.ReasonNoIdentity || reason == podcert.ReasonClusterSPIFFEIDNotApplicable
 }
 
 // choose renders the pod's entries and picks the one that gives its identity.
@@ -113,26 +115,6 @@ func (c *Controller) choose(active []*render.ClusterSPIFFEID, pod *corev1.Pod, n
 		return nil, d
 	}
 	return &identity{spiffeID: id, dnsNames: chosen.Entry.GetDnsNames(), ttl: time.Duration(chosen.Entry.GetX509SvidTtl()) * time.Second}, nil
-}
-
-// liveIdentityInputs reads from the API server what the informers give identityOf: the active
-// ClusterSPIFFEIDs, narrowed by the same labels, and the pod's namespace.
-func (c *Controller) liveIdentityInputs(ctx context.Context, namespace string) ([]*render.ClusterSPIFFEID, *corev1.Namespace, error) {
-	list, err := c.spireAPI.SpireV1alpha1().ClusterSPIFFEIDs().List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(c.opts.ClusterSPIFFEIDLabels).String(),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading ClusterSPIFFEIDs: %w", err)
-	}
-	all := make([]*spirev1alpha1.ClusterSPIFFEID, len(list.Items))
-	for i := range list.Items {
-		all[i] = &list.Items[i]
-	}
-	ns, err := c.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
-	}
-	return c.compiled.Active(all, c.opts.Class.Matches), ns, nil
 }
 
 // denial says why no ClusterSPIFFEID gives a pod an identity: none selects it, the one named

@@ -17,7 +17,6 @@ limitations under the License.
 package podcertificate
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -146,49 +145,6 @@ func TestSyncRequestUsesFallback(t *testing.T) {
 				t.Fatalf("syncRequest: %v", err)
 			}
 			checkIssued(t, env, req, key, "spiffe://example.org/default/web", nil)
-		})
-	}
-}
-
-// TestSyncRequestWaitsForLaggingIdentityInformers: a ClusterSPIFFEID created just before the
-// pod, or a namespace label just set, may not be in the informers yet; the request is not
-// denied for it (a denial is final) while the API server would give the pod an identity, and
-// is issued once the informers catch up.
-func TestSyncRequestWaitsForLaggingIdentityInformers(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// lag puts the cluster in the API server and, in the informers, what they lag with.
-		lag func(t *testing.T, env *testEnv, cl cluster)
-	}{
-		{"ClusterSPIFFEID not in the informer yet", func(t *testing.T, env *testEnv, cl cluster) {
-			env.add(t, cl.ns, cl.node, cl.pod)
-			env.addToAPI(t, cl.csid)
-		}},
-		{"namespace label not in the informer yet", func(t *testing.T, env *testEnv, cl cluster) {
-			env.add(t, cl.node, cl.pod, cl.csid)
-			env.addToAPI(t, cl.ns)
-			env.addToCache(t, namespace(cl.ns.Name, nil))
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t, envOptions{})
-			cl := newCluster()
-			cl.csid.Spec.NamespaceSelector = selector(map[string]string{"env": "prod"})
-			tc.lag(t, env, cl)
-			key := newP256Key(t)
-			req := kubeletRequest(t, cl.pod, cl.node, key)
-			env.add(t, req)
-			if err := env.sync(req); !errors.Is(err, errInformerLag) {
-				t.Fatalf("syncRequest = %v, want errInformerLag", err)
-			}
-			if got := env.writes(); len(got) != 0 {
-				t.Fatalf("wrote %v while the informers lagged", got)
-			}
-			env.addToCache(t, cl.ns, cl.csid)
-			if err := env.sync(req); err != nil {
-				t.Fatalf("syncRequest after the informers caught up: %v", err)
-			}
-			checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{"web.prod.svc"})
 		})
 	}
 }

@@ -45,12 +45,14 @@ type issued struct {
 	id       string
 }
 
-// errInformerLag is why a request is retried: what the informers hold of its pod, node,
-// namespace or ClusterSPIFFEIDs would deny it, but the API server's copies would not.
-var errInformerLag = errors.New("the informers have not caught up with the request's pod, node, namespace or ClusterSPIFFEIDs yet")
+// errInformerLag is why a request is retried: what the informers hold of its pod or node
+// would deny it, but the API server's copies would not.
+var errInformerLag = errors.New("the informers have not caught up with the request's pod or node yet")
 
 // syncRequest signs, denies or fails one request. A request that waits for a CA is retried
-// once the CA is usable (runner.ErrWaitForProbe), or failed after FailPendingAfter.
+// once the CA is usable (runner.ErrWaitForProbe), or failed after FailPendingAfter. One whose
+// pod has no identity waits for one until WaitForIdentity after its creation, and is denied
+// only then.
 func (c *Controller) syncRequest(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -58,14 +60,30 @@ func (c *Controller) syncRequest(ctx context.Context, key string) error {
 	}
 	req, err := c.requests.PodCertificateRequests(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.waiting.forget(key)
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("getting PodCertificateRequest %s: %w", key, err)
 	}
 	if req.Spec.SignerName != c.opts.SignerName || ended(req) {
+		c.waiting.forget(key)
 		return nil
 	}
 	cert, decision, err := c.decide(ctx, req)
+	var noIdentity errNoIdentityYet
+	if errors.As(err, &noIdentity) {
+		if left := c.identityWaitLeft(req, time.Now()); left > 0 {
+			// The queue brings the request back when its wait runs out, and the handlers
+			// earlier when something that gives identities changes.
+			c.waiting.wait(req, key, noIdentity.denial.Reason)
+			c.queue.AddAfter(key, left)
+			klog.FromContext(ctx).V(2).Info("Waiting for the pod to get an identity", "podCertificateRequest", klog.KObj(req),
+				"denyIn", left, "reason", noIdentity.denial.Reason, "message", noIdentity.denial.Message)
+			return nil
+		}
+		decision, err = noIdentity.denial, nil
+	}
+	c.waiting.forget(key)
 	var noCA errNoCA
 	if errors.As(err, &noCA) {
 		if d := c.pendingTooLong(req, noCA); d != nil {
@@ -115,11 +133,12 @@ func (c *Controller) decide(ctx context.Context, req *certificatesv1.PodCertific
 		}
 		return nil, d, nil
 	}
-	if d, err := c.lookups.check(ctx, req); err != nil || d != nil {
+	id, d, err := c.identityOf(view, pod, node, named)
+	if err != nil || d != nil {
 		return nil, d, err
 	}
-	id, d, err := c.identityOf(ctx, view, pod, node, named)
-	if err != nil || d != nil {
+	// Last, as it alone reads the API server: a request it would not issue anyway costs none.
+	if d, err := c.lookups.check(ctx, req); err != nil || d != nil {
 		return nil, d, err
 	}
 	return c.sign(req, pub, id)

@@ -39,12 +39,14 @@ const maxRetries = 15
 // outage is not hammered; the token bucket (qps, burst) caps the retry rate of all keys
 // together, so a failure that hits every key at once does not turn into a retry storm.
 func NewQueue[T comparable](name string, qps float64, burst int) workqueue.TypedRateLimitingInterface[T] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, 5*time.Minute),
-			&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
-		),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name},
+	return workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter[T](qps, burst), workqueue.TypedRateLimitingQueueConfig[T]{Name: name})
+}
+
+// rateLimiter is the retry backoff of NewQueue's keys.
+func rateLimiter[T comparable](qps float64, burst int) workqueue.TypedRateLimiter[T] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
 	)
 }
 
