@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,10 +44,14 @@ const pluginName = "kubectl-spire_registrar"
 const explainUsage = `Usage:
   spire-registrar explain pod NAMESPACE/NAME [flags]
   spire-registrar explain clusterspiffeid NAME [flags]
+  spire-registrar explain podcertificate NAMESPACE/NAME [-volume VOLUME] [flags]
+  spire-registrar explain podcertificaterequest NAMESPACE/NAME [flags]
   kubectl spire-registrar explain ...   (the binary on PATH as kubectl-spire_registrar)
 
-Explains, with the controller's config, why a pod has (or has no) identity, or what a
-ClusterSPIFFEID does across its pods. It only reads: the cluster through the kubeconfig, SPIRE
+Explains, with the controller's config, why a pod has (or has no) identity, what a
+ClusterSPIFFEID does across its pods, or why a pod's podCertificate volume (or a
+PodCertificateRequest) was issued, denied or is waiting, with which SPIFFE ID and
+ClusterSPIFFEID. It only reads: the cluster through the kubeconfig, SPIRE
 through the config's spireServerSocketPath.
 
 Flags:
@@ -78,6 +83,7 @@ type explainOptions struct {
 	spireServerSocketPath           string
 	output                          string
 	limit                           int
+	volume                          string
 }
 
 func (o *explainOptions) addFlags(fs *flag.FlagSet) {
@@ -91,6 +97,7 @@ func (o *explainOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.output, "o", "text", "Output format: text or json.")
 	fs.StringVar(&o.output, "output", "text", "Output format: text or json.")
 	fs.IntVar(&o.limit, "limit", explain.DefaultFailureLimit, "clusterspiffeid: how many failing pods to list.")
+	fs.StringVar(&o.volume, "volume", "", "podcertificate: explain only this volume's podCertificate projections.")
 }
 
 // parseInterspersed parses flags placed anywhere among the positional arguments, as kubectl
@@ -126,8 +133,8 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return 2
 	}
-	if len(positional) != 2 || (positional[0] != "pod" && positional[0] != "clusterspiffeid") {
-		fmt.Fprintf(stderr, "error: want \"pod NAMESPACE/NAME\" or \"clusterspiffeid NAME\", got %q\n\n", strings.Join(positional, " "))
+	if len(positional) != 2 || !slices.Contains([]string{"pod", "clusterspiffeid", "podcertificate", "podcertificaterequest"}, positional[0]) {
+		fmt.Fprintf(stderr, "error: want \"pod NAMESPACE/NAME\", \"clusterspiffeid NAME\", \"podcertificate NAMESPACE/NAME\" or \"podcertificaterequest NAMESPACE/NAME\", got %q\n\n", strings.Join(positional, " "))
 		fs.Usage()
 		return 2
 	}
@@ -220,6 +227,31 @@ func explainCommand(ctx context.Context, opts *explainOptions, kind, target stri
 			return explain.WriteJSON(stdout, p)
 		}
 		return explain.WritePodText(stdout, p)
+	case "podcertificate", "podcertificaterequest":
+		namespace, name, ok := strings.Cut(target, "/")
+		if !ok || namespace == "" || name == "" {
+			return fmt.Errorf("want the %s as NAMESPACE/NAME, got %q", kind, target)
+		}
+		var answers []*explain.PodCertificate
+		if kind == "podcertificaterequest" {
+			req, in, err := source.PodCertificateRequest(ctx, namespace, name)
+			if err != nil {
+				return err
+			}
+			answers = append(answers, x.PodCertificateRequest(in, req))
+		} else {
+			in, err := source.PodCertificateInput(ctx, namespace, name)
+			if err != nil {
+				return err
+			}
+			if answers, err = x.PodCertificates(in, opts.volume); err != nil {
+				return err
+			}
+		}
+		if opts.output == "json" {
+			return explain.WriteJSON(stdout, answers)
+		}
+		return explain.WritePodCertificatesText(stdout, answers)
 	default:
 		in, err := source.ClusterSPIFFEIDInput(ctx, cfg, target)
 		if err != nil {

@@ -217,6 +217,35 @@ func RunControllers(ctx context.Context, controllers []Controller, workers int) 
 // informer factories, run until ctx is done, and shut the factories down. health, if not nil,
 // is told about the controllers so that readiness follows their first sync.
 func Run(ctx context.Context, cc ControllerContext, workers int, health *Health) error {
+	return run(ctx, cc, workers, health, informerFeed{
+		start: func(ctx context.Context) {
+			cc.KubeInformers.Start(ctx.Done())
+			cc.SpireInformers.Start(ctx.Done())
+		},
+		shutdown: func() {
+			cc.SpireInformers.Shutdown()
+			cc.KubeInformers.Shutdown()
+		},
+		waitForSync: func(ctx context.Context) error {
+			return waitForCacheSync(ctx, cc.Config.CacheSyncTimeout, cc.KubeInformers, cc.SpireInformers)
+		},
+	})
+}
+
+// informerFeed is what fills the controllers' informers: the informer factories in a
+// cluster, the manifest files in static mode.
+type informerFeed struct {
+	start    func(ctx context.Context)
+	shutdown func()
+	// waitForSync, if set, fails when the informers do not sync in time.
+	waitForSync func(ctx context.Context) error
+}
+
+// run is the one start sequence of a spire-registrar that does not stand by for a Lease:
+// construct the controllers on one SPIRE client chain, tell health about them, start what
+// fills their informers (the controllers registered theirs by then), run the controllers until
+// ctx is done or the informers fail to sync, then stop the feed and release the chain.
+func run(ctx context.Context, cc ControllerContext, workers int, health *Health, feed informerFeed) error {
 	controllers, release, err := newControllers(ctx, cc)
 	if err != nil {
 		return err
@@ -225,17 +254,16 @@ func Run(ctx context.Context, cc ControllerContext, workers int, health *Health)
 	if health != nil {
 		health.setControllers(controllers)
 	}
-	cc.KubeInformers.Start(ctx.Done())
-	cc.SpireInformers.Start(ctx.Done())
-	defer cc.KubeInformers.Shutdown()
-	defer cc.SpireInformers.Shutdown()
+	feed.start(ctx)
+	defer feed.shutdown()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { RunControllers(runCtx, controllers, workers) })
-	err = waitForCacheSync(runCtx, cc.Config.CacheSyncTimeout, cc.KubeInformers, cc.SpireInformers)
-	if err != nil {
-		cancel()
+	if feed.waitForSync != nil {
+		if err = feed.waitForSync(runCtx); err != nil {
+			cancel()
+		}
 	}
 	wg.Wait()
 	return err

@@ -63,5 +63,6 @@ func federationOptions(cfg *config.Config, dryRun bool) federation.Options {
 			SharedServer: cfg.ClassName != "" || cfg.EntryIDPrefix != "",
 		},
 		ResyncInterval: cfg.GCInterval,
+		MaxResyncShare: cfg.MaxResyncShare,
 	}
 }

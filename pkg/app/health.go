@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
+	"github.com/spire-registrar/spire-registrar/pkg/serving"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -201,25 +202,15 @@ func MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
 }
 
-// serveLimits are what one client of the health and metrics servers may cost them. Their
-// clients are kubelet probes and Prometheus: GETs without bodies and a few short headers.
-type serveLimits struct {
-	// readTimeout bounds reading a request, headers and any body: a GET arrives in one packet.
-	readTimeout time.Duration
-	// writeTimeout runs from the end of a request's headers to the end of its answer; it is
-	// longer than Prometheus' default scrape timeout (10 s), so a large scrape completes.
-	writeTimeout time.Duration
-	// idleTimeout ends a keep-alive connection between requests; it is longer than
-	// Prometheus' default scrape interval (1 m), so a scraper keeps its connection.
-	idleTimeout time.Duration
-	// maxHeaderBytes bounds a request's headers (Go's default is 1 MiB).
-	maxHeaderBytes int
-}
-
-// defaultServeLimits are the limits the health and metrics servers serve with.
-func defaultServeLimits() serveLimits {
-	return serveLimits{readTimeout: 5 * time.Second, writeTimeout: 30 * time.Second,
-		idleTimeout: 2 * time.Minute, maxHeaderBytes: 32 << 10}
+// defaultServeLimits are what the clients of the health and metrics servers may cost them:
+// kubelet probes and Prometheus, GETs without bodies and a few short headers, on a handful of
+// connections. The write timeout is longer than Prometheus' default scrape timeout (10 s), so
+// a large scrape completes; the idle timeout longer than its default interval (1 m), so a
+// scraper keeps its connection.
+func defaultServeLimits() serving.Limits {
+	return serving.Limits{ReadTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 32 << 10,
+		MaxConns: 64, MaxConnsPerAddress: 16, MaxStreams: 16, StreamBuffer: 64 << 10}
 }
 
 // Serve listens on addr and serves handler until ctx is done. It returns once listening, with
@@ -229,27 +220,13 @@ func Serve(ctx context.Context, name, addr string, handler http.Handler) (net.Ad
 }
 
 // serve is Serve under limits.
-func serve(ctx context.Context, name, addr string, handler http.Handler, limits serveLimits) (net.Addr, error) {
+func serve(ctx context.Context, name, addr string, handler http.Handler, limits serving.Limits) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serving %s on %s: %w", name, addr, err)
 	}
-	server := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: limits.readTimeout,
-		ReadTimeout:       limits.readTimeout,
-		WriteTimeout:      limits.writeTimeout,
-		IdleTimeout:       limits.idleTimeout,
-		MaxHeaderBytes:    limits.maxHeaderBytes,
-	}
 	go func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdownCtx)
-	}()
-	go func() {
-		if err := server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serving.Serve(ctx, ln, serving.BusyWhileServing(handler), nil, limits); err != nil {
 			klog.FromContext(ctx).Error(err, "Server stopped", "server", name)
 		}
 	}()

@@ -27,6 +27,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ import (
 func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	limits := defaultServeLimits()
-	limits.idleTimeout = time.Second
+	limits.IdleTimeout = time.Second
 	addr, err := serve(ctx, "health", "127.0.0.1:0", (&Health{}).Handler("healthz", "readyz"), limits)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +67,9 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 		if _, err := fmt.Fprint(conn, "POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nhalf"); err != nil {
 			t.Fatal(err)
 		}
-		status, err := readUntilClosed(conn, start.Add(2*limits.readTimeout))
+		status, err := readUntilClosed(conn, start.Add(2*limits.ReadTimeout))
 		lived := time.Since(start)
-		t.Logf("a connection stalled mid-body lived %v (read timeout %v); answer %d", lived.Round(time.Millisecond), limits.readTimeout, status)
+		t.Logf("a connection stalled mid-body lived %v (read timeout %v); answer %d", lived.Round(time.Millisecond), limits.ReadTimeout, status)
 		if err != nil {
 			t.Fatalf("the stalled connection was still open after %v: %v", lived.Round(time.Millisecond), err)
 		}
@@ -89,11 +90,11 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("liveness answered %d", resp.StatusCode)
 		}
-		_ = conn.SetReadDeadline(answered.Add(2 * limits.idleTimeout))
+		_ = conn.SetReadDeadline(answered.Add(2 * limits.IdleTimeout))
 		_, err = io.Copy(io.Discard, r)
-		t.Logf("an idle keep-alive connection lived %v (idle timeout %v)", time.Since(answered).Round(time.Millisecond), limits.idleTimeout)
+		t.Logf("an idle keep-alive connection lived %v (idle timeout %v)", time.Since(answered).Round(time.Millisecond), limits.IdleTimeout)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the idle connection was still open after %v", 2*limits.idleTimeout)
+			t.Fatalf("the idle connection was still open after %v", 2*limits.IdleTimeout)
 		}
 	})
 
@@ -110,6 +111,48 @@ func TestHealthServerCannotBeHeldOpen(t *testing.T) {
 			t.Errorf("answer %d to 256 KiB of headers, want 431", status)
 		}
 	})
+}
+
+// TestHealthServerBoundsConnections: the health and metrics servers take at most MaxConns
+// connections, however many are opened (each beyond displaces one that does nothing, of the
+// address holding the most), so that idle connections from other addresses cost bounded
+// goroutines and a probe is still answered; Go's default server takes every one.
+func TestHealthServerBoundsConnections(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	limits := defaultServeLimits()
+	addr, err := serve(ctx, "health", "127.0.0.1:0", (&Health{}).Handler("healthz", "readyz"), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const idle = 256
+	before := runtime.NumGoroutine()
+	for i := range idle {
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%4))}}
+		conn, err := dialer.Dial("tcp", addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+	}
+	// A server without the cap takes every connection within milliseconds; give it a second
+	// to show it does (the goroutine count is the only view into its accept loop).
+	var grown int
+	_ = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+		grown = runtime.NumGoroutine() - before
+		return grown >= idle, nil
+	})
+	t.Logf("%d idle connections: goroutines grew by %d (MaxConns %d)", idle, grown, limits.MaxConns)
+	if bound := limits.MaxConns + 8; grown > bound {
+		t.Errorf("goroutines grew by %d with %d idle connections, want at most %d", grown, idle, bound)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr.String() + "/healthz")
+	if err != nil {
+		t.Fatalf("with %d idle connections open, a probe was not answered: %v", idle, err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("liveness answered %d", resp.StatusCode)
+	}
 }
 
 // readUntilClosed reads the connection until the server closes it, or fails at deadline.

@@ -27,6 +27,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -55,7 +56,7 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 	if client == nil {
 		client = cc.KubeClient
 	}
-	if err := canSign(ctx, client, cfg.PodCertificates.SignerName); err != nil {
+	if err := canSign(ctx, client, cfg.PodCertificates.SignerName, cfg.PodCertificates.FederatedSignerName); err != nil {
 		return nil, err
 	}
 	if cfg.PodCertificates.TrustNonNodeRequesters {
@@ -97,7 +98,8 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 				AllowDownstream: cfg.PodCertificates.AllowDownstreamIdentities,
 				SignerID:        identity,
 			},
-			DryRun: cc.DryRun,
+			DryRun:              cc.DryRun,
+			FederatedSignerName: cfg.PodCertificates.FederatedSignerName,
 		})
 	if err != nil {
 		return nil, err
@@ -121,11 +123,17 @@ func signerIdentity(id string) (spiffeid.ID, error) {
 	return parsed, nil
 }
 
-// podCertificateInformers registers, narrowed to the signer name by a field selector, the
-// informers of the PodCertificateRequests and ClusterTrustBundles the controller reads.
+// podCertificateInformers registers the informers of the PodCertificateRequests the
+// controller reads, narrowed to the signer name by a field selector, and of the
+// ClusterTrustBundles spire-registrar marked as its own, of every signer name: the
+// controller's own and federated bundles among them, and those of other instances, which it
+// reports.
 func podCertificateInformers(cc ControllerContext) (certinformers.PodCertificateRequestInformer, certinformers.ClusterTrustBundleInformer) {
 	bySigner := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", cc.Config.PodCertificates.SignerName).String()
+	}
+	marked := func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.SelectorFromSet(labels.Set{podcertificate.ManagedByLabel: podcertificate.ManagedBy}).String()
 	}
 	cc.KubeInformers.InformerFor(&certificatesv1.PodCertificateRequest{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 		c := client.CertificatesV1().PodCertificateRequests(metav1.NamespaceAll)
@@ -133,7 +141,7 @@ func podCertificateInformers(cc ControllerContext) (certinformers.PodCertificate
 	})
 	cc.KubeInformers.InformerFor(&certificatesv1.ClusterTrustBundle{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
 		c := client.CertificatesV1().ClusterTrustBundles()
-		return relistable(&certificatesv1.ClusterTrustBundle{}, client, c.List, c.Watch, bySigner, resync)
+		return relistable(&certificatesv1.ClusterTrustBundle{}, client, c.List, c.Watch, marked, resync)
 	})
 	certs := cc.KubeInformers.Certificates().V1()
 	return certs.PodCertificateRequests(), certs.ClusterTrustBundles()
@@ -141,17 +149,26 @@ func podCertificateInformers(cc ControllerContext) (certinformers.PodCertificate
 
 // canSign fails when the credentials may not write what the signer writes: the status of
 // PodCertificateRequests, with sign for the signer name, and ClusterTrustBundles, with
-// attest for it. kube-apiserver would refuse every write; start-up says what to grant.
-func canSign(ctx context.Context, kube clientset.Interface, signerName string) error {
-	ok, err := allowed(ctx, kube, "pod certificates may be signed",
-		authorizationv1.ResourceAttributes{Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
-		authorizationv1.ResourceAttributes{Verb: "attest", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
-		authorizationv1.ResourceAttributes{Verb: "update", Group: certificatesv1.GroupName, Resource: "podcertificaterequests", Subresource: "status"},
-		authorizationv1.ResourceAttributes{Verb: "create", Group: certificatesv1.GroupName, Resource: "clustertrustbundles"},
-	)
+// attest for it and for the federated signer name if any. kube-apiserver would refuse every
+// write; start-up says what to grant.
+func canSign(ctx context.Context, kube clientset.Interface, signerName, federatedSignerName string) error {
+	checks := []authorizationv1.ResourceAttributes{
+		{Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
+		{Verb: "attest", Group: certificatesv1.GroupName, Resource: "signers", Name: signerName},
+		{Verb: "update", Group: certificatesv1.GroupName, Resource: "podcertificaterequests", Subresource: "status"},
+		{Verb: "create", Group: certificatesv1.GroupName, Resource: "clustertrustbundles"},
+	}
+	if federatedSignerName != "" {
+		checks = append(checks, authorizationv1.ResourceAttributes{Verb: "attest", Group: certificatesv1.GroupName, Resource: "signers", Name: federatedSignerName})
+	}
+	ok, err := allowed(ctx, kube, "pod certificates may be signed", checks...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("podCertificates.enabled: %w", err)
+	case !ok && federatedSignerName != "":
+		return fmt.Errorf("podCertificates.enabled: the credentials may not sign PodCertificateRequests or attest ClusterTrustBundles for signer %s, or attest for podCertificates.federatedSignerName %s: "+
+			"grant the ClusterRole of manifests/pod-certificates (sign and attest on signers %s, attest on signers %s, update on podcertificaterequests/status, "+
+			"clustertrustbundles create, update and delete)", signerName, federatedSignerName, signerName, federatedSignerName)
 	case !ok:
 		return fmt.Errorf("podCertificates.enabled: the credentials may not sign PodCertificateRequests or attest ClusterTrustBundles for signer %s: "+
 			"grant the ClusterRole of manifests/pod-certificates (sign and attest on signers %s, update on podcertificaterequests/status, "+

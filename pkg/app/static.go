@@ -40,22 +40,14 @@ func RunStatic(ctx context.Context, cc ControllerContext, workers int, health *H
 			return errors.New("static mode needs staticManifestPath")
 		}
 		var err error
-		source, err = static.NewSource(ctx, cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests, static.DefaultPollInterval)
+		source, err = static.NewSource(ctx, cfg.StaticManifestPath, static.Options{
+			ExpandEnv:   cfg.ExpandEnvStaticManifests,
+			MaxFileSize: cfg.StaticManifestMaxFileSize, MaxTotalSize: cfg.StaticManifestMaxTotalSize,
+		})
 		if err != nil {
 			return err
 		}
 	}
 	cc = ControllerContext{Config: cfg, SPIRE: cc.SPIRE, DryRun: cc.DryRun, DryRunOutput: cc.DryRunOutput, StaticSource: source}
-	controllers, release, err := newControllers(ctx, cc)
-	if err != nil {
-		return err
-	}
-	defer release(false)
-	if health != nil {
-		health.setControllers(controllers)
-	}
-	source.Start(ctx)
-	defer source.Shutdown()
-	RunControllers(ctx, controllers, workers)
-	return nil
+	return run(ctx, cc, workers, health, informerFeed{start: source.Start, shutdown: source.Shutdown})
 }

@@ -161,7 +161,7 @@ func TestStaticModeNeverAppliesAHalfWrittenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = spireClient.Close() }()
-	source, err := static.NewSource(ctx, dir, false, 100*time.Millisecond)
+	source, err := static.NewSource(ctx, dir, static.Options{PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

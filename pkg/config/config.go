@@ -147,6 +147,10 @@ type Config struct {
 	// declared state. ExpandEnvStaticManifests expands $VAR in them first.
 	StaticManifestPath       string
 	ExpandEnvStaticManifests bool
+	// StaticManifestMaxFileSize and StaticManifestMaxTotalSize cap the bytes of one manifest
+	// file and of all of them (staticManifestLimits); 0 keeps static's defaults.
+	StaticManifestMaxFileSize  int64
+	StaticManifestMaxTotalSize int64
 
 	// LogLevel is one of the LogLevel constants and LogEncoding one of the LogEncoding ones.
 	LogLevel    string

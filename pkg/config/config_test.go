@@ -237,6 +237,16 @@ func TestStaticMode(t *testing.T) {
 	if want := (Reconcile{ClusterStaticEntries: true, ClusterFederatedTrustDomains: true}); cfg.Reconcile != want {
 		t.Errorf("Reconcile = %+v, want %+v", cfg.Reconcile, want)
 	}
+	if cfg.StaticManifestMaxFileSize != 0 || cfg.StaticManifestMaxTotalSize != 0 {
+		t.Errorf("static limits without staticManifestLimits = %d, %d, want 0 (static's defaults)", cfg.StaticManifestMaxFileSize, cfg.StaticManifestMaxTotalSize)
+	}
+	limited, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 1Mi, maxTotalSize: 16777216}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limited.StaticManifestMaxFileSize != 1<<20 || limited.StaticManifestMaxTotalSize != 16<<20 {
+		t.Errorf("staticManifestLimits = %d, %d, want 1Mi, 16Mi", limited.StaticManifestMaxFileSize, limited.StaticManifestMaxTotalSize)
+	}
 	only, err := Parse([]byte("trustDomain: example.org\nstaticManifestPath: /m\nreconcile: {clusterFederatedTrustDomains: true}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -279,6 +289,11 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"ClusterSPIFFEIDs in static mode", minimal + "staticManifestPath: /m\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true}\n",
 			"reconcile.clusterSPIFFEIDs"},
 		{"leader election in static mode", minimal + "staticManifestPath: /m\nleaderElection: {leaderElect: true}\n", "leaderElection.leaderElect"},
+		{"static limits without static mode", minimal + "staticManifestLimits: {maxFileSize: 1Mi}\n", "staticManifestLimits"},
+		{"zero static file cap", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 0}\n", "staticManifestLimits.maxFileSize"},
+		{"fractional static total cap", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxTotalSize: 100m}\n", "staticManifestLimits.maxTotalSize"},
+		{"static file cap over the total", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: 2Mi, maxTotalSize: 1Mi}\n", "staticManifestLimits.maxFileSize"},
+		{"static cap not a size", minimal + "staticManifestPath: /m\nstaticManifestLimits: {maxFileSize: big}\n", "staticManifestLimits.maxFileSize"},
 		{"unknown log level", minimal + "logLevel: verbose\n", "logLevel"},
 		{"unknown log encoding", minimal + "logEncoding: logfmt\n", "logEncoding"},
 		{"filterByClassName without className", minimal + "filterByClassName: true\n", "className"},
@@ -306,6 +321,9 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"negative waitForIdentity", minimal + "podCertificates: {waitForIdentity: -1s}\n", "podCertificates.waitForIdentity"},
 		{"waitForIdentity past the request cleaner", minimal + "podCertificates: {waitForIdentity: 15m}\n", "podCertificates.waitForIdentity"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
+		{"federated signer name of no path", minimal + "podCertificates: {federatedSignerName: example.com}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the signer name", minimal + "podCertificates: {signerName: example.com/svid, federatedSignerName: example.com/svid}\n", "podCertificates.federatedSignerName"},
+		{"federated signer name the default signer name", minimal + "podCertificates: {federatedSignerName: spire.spiffe.io/x509-svid}\n", "podCertificates.federatedSignerName"},
 		{"not yaml", "trustDomain: [\n", "decoding"},
 		{"not a mapping", "- trustDomain: example.org\n", "mapping"},
 
@@ -523,12 +541,14 @@ func TestPodCertificates(t *testing.T) {
 	}
 
 	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s, " +
-		"trustNonNodeRequesters: true, allowAdminIdentities: true, allowDownstreamIdentities: true, defaultTTL: 2h, maxTTL: 12h}\n"))
+		"federatedSignerName: example.com/svid-federated, trustNonNodeRequesters: true, allowAdminIdentities: true, allowDownstreamIdentities: true, " +
+		"defaultTTL: 2h, maxTTL: 12h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute,
-		TrustNonNodeRequesters: true, AllowAdminIdentities: true, AllowDownstreamIdentities: true, DefaultTTL: 2 * time.Hour, MaxTTL: 12 * time.Hour}
+		FederatedSignerName: "example.com/svid-federated", TrustNonNodeRequesters: true, AllowAdminIdentities: true, AllowDownstreamIdentities: true,
+		DefaultTTL: 2 * time.Hour, MaxTTL: 12 * time.Hour}
 	if cfg.PodCertificates != want {
 		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}

@@ -49,9 +49,11 @@ type File struct {
 	Reconcile                *ReconcileConfig `json:"reconcile"`
 	StaticManifestPath       *string          `json:"staticManifestPath"`
 	ExpandEnvStaticManifests bool             `json:"expandEnvStaticManifests"`
-	LogLevel                 string           `json:"logLevel"`
-	LogEncoding              string           `json:"logEncoding"`
-	GRPC                     *GRPCConfig      `json:"grpc"`
+	// StaticManifestLimits caps what static mode reads (spire-registrar's own).
+	StaticManifestLimits *StaticManifestLimitsConfig `json:"staticManifestLimits"`
+	LogLevel             string                      `json:"logLevel"`
+	LogEncoding          string                      `json:"logEncoding"`
+	GRPC                 *GRPCConfig                 `json:"grpc"`
 
 	FilterByClassName            bool                        `json:"filterByClassName"`
 	ClusterSPIFFEIDLabelSelector map[string]string           `json:"clusterSPIFFEIDLabelSelector"`

@@ -250,10 +250,14 @@ func (f *File) validateLeaderElection(cfg *Config) field.ErrorList {
 // directory of manifests, and refuses what needs that API.
 func (f *File) validateStaticMode(cfg *Config) field.ErrorList {
 	if f.StaticManifestPath == nil {
+		var errs field.ErrorList
 		if f.ExpandEnvStaticManifests {
-			return field.ErrorList{field.Invalid(field.NewPath("expandEnvStaticManifests"), true, "only has an effect with staticManifestPath")}
+			errs = append(errs, field.Invalid(field.NewPath("expandEnvStaticManifests"), true, "only has an effect with staticManifestPath"))
 		}
-		return nil
+		if f.StaticManifestLimits != nil {
+			errs = append(errs, field.Forbidden(field.NewPath("staticManifestLimits"), "only has an effect with staticManifestPath"))
+		}
+		return errs
 	}
 	var errs field.ErrorList
 	cfg.StaticManifestPath, cfg.ExpandEnvStaticManifests = *f.StaticManifestPath, f.ExpandEnvStaticManifests
@@ -269,5 +273,5 @@ func (f *File) validateStaticMode(cfg *Config) field.ErrorList {
 		errs = append(errs, field.Forbidden(field.NewPath("leaderElection", "leaderElect"),
 			"not available with staticManifestPath: static mode has no Kubernetes API to hold a Lease in"))
 	}
-	return errs
+	return append(errs, f.StaticManifestLimits.validate(cfg)...)
 }

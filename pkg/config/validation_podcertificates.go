@@ -66,6 +66,12 @@ type PodCertificatesConfig struct {
 	// (no ClusterSPIFFEID gives it one) waits for one before it is denied; default 5m, at
 	// most 10m, 0 denies at once.
 	WaitForIdentity *Duration `json:"waitForIdentity"`
+	// FederatedSignerName, when set, publishes the X.509 authorities of each trust domain
+	// SPIRE federates with as a ClusterTrustBundle of this signer name, labelled
+	// spire.spiffe.io/trust-domain=<trust domain>. It must differ from signerName, so that
+	// pods mounting every bundle of signerName keep trusting their own trust domain only;
+	// default: none, federated trust is not published.
+	FederatedSignerName string `json:"federatedSignerName"`
 }
 
 // PodCertificates is the validated podCertificates section.
@@ -75,6 +81,7 @@ type PodCertificates struct {
 	CATTL                     time.Duration
 	FailPendingAfter          time.Duration
 	WaitForIdentity           time.Duration
+	FederatedSignerName       string
 	TrustNonNodeRequesters    bool
 	AllowAdminIdentities      bool
 	AllowDownstreamIdentities bool
@@ -135,6 +142,15 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 				"must be at most 10m: kube-controller-manager deletes a request 15 minutes after its creation, and one that waits longer is never denied"))
 		}
 		cfg.PodCertificates.WaitForIdentity = p.WaitForIdentity.Duration
+	}
+	if p.FederatedSignerName != "" {
+		if err := validateSignerName(path.Child("federatedSignerName"), p.FederatedSignerName); err != nil {
+			errs = append(errs, err)
+		} else if p.FederatedSignerName == cfg.PodCertificates.SignerName {
+			errs = append(errs, field.Invalid(path.Child("federatedSignerName"), p.FederatedSignerName,
+				"must differ from signerName: pods that mount every bundle of signerName would trust the federated trust domains too"))
+		}
+		cfg.PodCertificates.FederatedSignerName = p.FederatedSignerName
 	}
 	errs = append(errs, validateCertificateTTL(path.Child("defaultTTL"), p.DefaultTTL, &cfg.PodCertificates.DefaultTTL)...)
 	errs = append(errs, validateCertificateTTL(path.Child("maxTTL"), p.MaxTTL, &cfg.PodCertificates.MaxTTL)...)

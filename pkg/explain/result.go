@@ -170,7 +170,8 @@ type FieldDiff struct {
 }
 
 // Entry is a registration entry in a form people read: IDs as URIs, selectors as
-// "type:value".
+// "type:value". It shows every field of reconciler.ManagedEntryFields (TestEntryShowsEveryManagedField);
+// its JSON names are kept stable.
 type Entry struct {
 	ID            string   `json:"id,omitempty"`
 	SPIFFEID      string   `json:"spiffeID"`

@@ -147,6 +147,9 @@ func writeEntryFields(tw io.Writer, indent string, e Entry) {
 	if e.Hint != "" {
 		fmt.Fprintf(tw, "%shint:\t%s\n", indent, e.Hint)
 	}
+	if e.StoreSVID {
+		fmt.Fprintf(tw, "%sstoreSvid:\ttrue\n", indent)
+	}
 }
 
 // WriteClusterSPIFFEIDText writes a ClusterSPIFFEID's explanation for people.
@@ -235,4 +238,48 @@ func orNone(s string) string {
 // oneLine keeps a table row on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// WritePodCertificatesText writes the explanations of a pod's certificates, or of one
+// request, for people: for each, its volume and signer, the request and its state, the
+// certificate's identity, the identity the signer gives the pod now, and the summary.
+func WritePodCertificatesText(out io.Writer, answers []*PodCertificate) error {
+	var text bytes.Buffer
+	for i, p := range answers {
+		if i > 0 {
+			fmt.Fprintln(&text)
+		}
+		tw := tabwriter.NewWriter(&text, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "Pod:\t%s\n", p.Pod)
+		if p.Volume != "" {
+			fmt.Fprintf(tw, "Volume:\t%s\n", p.Volume)
+		}
+		fmt.Fprintf(tw, "Signer:\t%s\n", p.SignerName)
+		fmt.Fprintf(tw, "Request:\t%s\n", orNone(p.Request))
+		state := p.State
+		if p.Reason != "" {
+			state += ", " + p.Reason
+		}
+		if p.Message != "" {
+			state += ": " + oneLine(p.Message)
+		}
+		fmt.Fprintf(tw, "State:\t%s\n", state)
+		if c := p.Certificate; c != nil {
+			fmt.Fprintf(tw, "Certificate:\t%s, DNS names %v, until %s, ClusterSPIFFEID %s\n", c.SPIFFEID, c.DNSNames, c.NotAfter, orNone(c.ClusterSPIFFEID))
+		}
+		switch {
+		case p.Identity != nil:
+			fmt.Fprintf(tw, "Identity now:\t%s, DNS names %v, from ClusterSPIFFEID %s\n", p.Identity.SPIFFEID, p.Identity.DNSNames, p.Identity.ClusterSPIFFEID)
+		case p.IdentityProblem != "":
+			fmt.Fprintf(tw, "Identity now:\tnone, %s\n", p.IdentityProblem)
+		}
+		for _, n := range p.Notes {
+			fmt.Fprintf(tw, "Note:\t%s\n", n)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(&text, "\n%s\n", p.Summary)
+	}
+	return writeTrimmed(out, &text)
 }

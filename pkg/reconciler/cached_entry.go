@@ -52,43 +52,36 @@ type rareEntryFields struct {
 	additionalAttributes *spiretypes.Entry_AdditionalAttributes
 }
 
-// compactEntry returns what the cache keeps of e, with its repeated parts shared through in.
-// e is not kept.
-func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
-	c := &cachedEntry{
-		revision:    e.GetRevisionNumber(),
-		createdAt:   e.GetCreatedAt(),
-		x509SVIDTTL: e.GetX509SvidTtl(),
-		jwtSVIDTTL:  e.GetJwtSvidTtl(),
-		admin:       e.GetAdmin(),
-		downstream:  e.GetDownstream(),
-		storeSVID:   e.GetStoreSvid(),
+// noRareFields stands for the rare fields of an entry that sets none of them.
+var noRareFields rareEntryFields
+
+// rareFields returns the entry's rare fields, allocating them on the first one set.
+func (c *cachedEntry) rareFields() *rareEntryFields {
+	if c.rare == nil {
+		c.rare = &rareEntryFields{}
 	}
-	// The ID and the path share one allocation: apart, a UUID and a path of 30 to 40 bytes
-	// take two 48-byte size classes, together one of 80.
+	return c.rare
+}
+
+// rareOrNone returns the entry's rare fields, all empty when it sets none; they must not be
+// modified.
+func (c *cachedEntry) rareOrNone() *rareEntryFields {
+	if c.rare == nil {
+		return &noRareFields
+	}
+	return c.rare
+}
+
+// compactEntry returns what the cache keeps of e, with its repeated parts shared through in:
+// its ID and every field, as entryFields keep them. e is not kept.
+func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
+	c := &cachedEntry{}
+	// The ID and the SPIFFE ID's path share one allocation: apart, a UUID and a path of 30 to
+	// 40 bytes take two 48-byte size classes, together one of 80.
 	joined := e.GetId() + e.GetSpiffeId().GetPath()
 	c.id, c.path = joined[:len(e.GetId())], joined[len(e.GetId()):]
-	if id := e.GetSpiffeId(); id != nil {
-		c.trustDomain = in.stringRef(id.GetTrustDomain())
-	}
-	if p := e.GetParentId(); p != nil {
-		c.parent = in.spiffeID(p)
-	}
-	if sels := e.GetSelectors(); len(sels) > 0 {
-		c.selectors = make([]*spiretypes.Selector, len(sels))
-		for i, s := range sels {
-			c.selectors[i] = in.selector(s)
-		}
-	}
-	if len(e.GetFederatesWith()) > 0 || len(e.GetDnsNames()) > 0 || e.GetHint() != "" || e.GetExpiresAt() != 0 ||
-		e.AdditionalAttributes != nil {
-		c.rare = &rareEntryFields{
-			federatesWith:        e.GetFederatesWith(),
-			dnsNames:             e.GetDnsNames(),
-			hint:                 e.GetHint(),
-			expiresAt:            e.GetExpiresAt(),
-			additionalAttributes: e.AdditionalAttributes,
-		}
+	for i := range entryFields {
+		entryFields[i].keep(c, e, in)
 	}
 	return c
 }
@@ -96,24 +89,9 @@ func compactEntry(e *spiretypes.Entry, in *interner) *cachedEntry {
 // entry returns the entry as a new message. Its parent ID, selectors and the slices of its
 // rare fields are shared with the cache and must not be modified.
 func (c *cachedEntry) entry() *spiretypes.Entry {
-	e := &spiretypes.Entry{
-		Id:             c.id,
-		ParentId:       c.parent,
-		Selectors:      c.selectors,
-		X509SvidTtl:    c.x509SVIDTTL,
-		Admin:          c.admin,
-		Downstream:     c.downstream,
-		RevisionNumber: c.revision,
-		StoreSvid:      c.storeSVID,
-		JwtSvidTtl:     c.jwtSVIDTTL,
-		CreatedAt:      c.createdAt,
-	}
-	if c.trustDomain != nil {
-		e.SpiffeId = &spiretypes.SPIFFEID{TrustDomain: *c.trustDomain, Path: c.path}
-	}
-	if r := c.rare; r != nil {
-		e.FederatesWith, e.DnsNames, e.Hint, e.ExpiresAt = r.federatesWith, r.dnsNames, r.hint, r.expiresAt
-		e.AdditionalAttributes = r.additionalAttributes
+	e := &spiretypes.Entry{Id: c.id}
+	for i := range entryFields {
+		entryFields[i].restore(c, e)
 	}
 	return e
 }

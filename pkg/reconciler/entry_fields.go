@@ -47,22 +47,52 @@ type entryField struct {
 	isSet func(*spiretypes.Entry) bool
 	// value prints the field for a person.
 	value func(*spiretypes.Entry) string
+	// unlisted fields are not asked for when SPIRE is listed (spire.ListedEntryFields): the
+	// controller never reads them from a listing.
+	unlisted bool
+	// keep copies the field of an entry into what the cache keeps of it, sharing repeated
+	// parts through the interner; restore copies it back into a new entry.
+	keep    func(c *cachedEntry, e *spiretypes.Entry, in *interner)
+	restore func(c *cachedEntry, e *spiretypes.Entry)
 }
 
-// entryFields are the entry fields the controller manages, in the order explain and the plan
-// log list them. A field SPIRE adds to Entry that the controller declares is one more row.
+// managed reports whether the controller declares and compares the field. The others are
+// set by SPIRE (revisionNumber, createdAt, expiresAt) or an operator (additionalAttributes):
+// the cache keeps them and a write never sends them.
+func (f *entryField) managed() bool { return f.differs != nil }
+
+// entryFields are the fields of SPIRE's Entry but its ID: the ones the controller manages
+// first, in the order explain and the plan log list them, then the ones it only keeps. A field
+// SPIRE adds to Entry is one more row (TestEntryFieldsAreSPIREs fails until it has one).
 var entryFields = []entryField{
 	{
 		name: "spiffeId", key: true,
 		mask:    func(m *spiretypes.EntryMask) *bool { return &m.SpiffeId },
 		differs: func(a, b *spiretypes.Entry) bool { return !proto.Equal(a.GetSpiffeId(), b.GetSpiffeId()) },
 		value:   func(e *spiretypes.Entry) string { return render.SPIFFEIDString(e.GetSpiffeId()) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, in *interner) {
+			// The path is kept with the ID (see compactEntry).
+			if id := e.GetSpiffeId(); id != nil {
+				c.trustDomain = in.stringRef(id.GetTrustDomain())
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) {
+			if c.trustDomain != nil {
+				e.SpiffeId = &spiretypes.SPIFFEID{TrustDomain: *c.trustDomain, Path: c.path}
+			}
+		},
 	},
 	{
 		name: "parentId", key: true,
 		mask:    func(m *spiretypes.EntryMask) *bool { return &m.ParentId },
 		differs: func(a, b *spiretypes.Entry) bool { return !proto.Equal(a.GetParentId(), b.GetParentId()) },
 		value:   func(e *spiretypes.Entry) string { return render.SPIFFEIDString(e.GetParentId()) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, in *interner) {
+			if p := e.GetParentId(); p != nil {
+				c.parent = in.spiffeID(p)
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.ParentId = c.parent },
 	},
 	{
 		name: "selectors", key: true,
@@ -71,12 +101,23 @@ var entryFields = []entryField{
 			return !sameSet(selectorStrings(a, "\x00"), selectorStrings(b, "\x00"))
 		},
 		value: func(e *spiretypes.Entry) string { return setString(selectorStrings(e, ":")) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, in *interner) {
+			if sels := e.GetSelectors(); len(sels) > 0 {
+				c.selectors = make([]*spiretypes.Selector, len(sels))
+				for i, s := range sels {
+					c.selectors[i] = in.selector(s)
+				}
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.Selectors = c.selectors },
 	},
 	{
 		name:    "x509SvidTtl",
 		mask:    func(m *spiretypes.EntryMask) *bool { return &m.X509SvidTtl },
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetX509SvidTtl() != b.GetX509SvidTtl() },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetX509SvidTtl()) },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.x509SVIDTTL = e.GetX509SvidTtl() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.X509SvidTtl = c.x509SVIDTTL },
 	},
 	{
 		name:    "jwtSvidTtl",
@@ -84,6 +125,8 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetJwtSvidTtl() != b.GetJwtSvidTtl() },
 		isSet:   func(e *spiretypes.Entry) bool { return e.GetJwtSvidTtl() != 0 },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetJwtSvidTtl()) },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.jwtSVIDTTL = e.GetJwtSvidTtl() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.JwtSvidTtl = c.jwtSVIDTTL },
 	},
 	{
 		// As a set, as spire-controller-manager compares it: an order it does not keep is no
@@ -93,6 +136,12 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return !sameSet(a.GetFederatesWith(), b.GetFederatesWith()) },
 		grants:  func(a, b *spiretypes.Entry) bool { return !subset(a.GetFederatesWith(), b.GetFederatesWith()) },
 		value:   func(e *spiretypes.Entry) string { return setString(e.GetFederatesWith()) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, _ *interner) {
+			if v := e.GetFederatesWith(); len(v) > 0 {
+				c.rareFields().federatesWith = v
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.FederatesWith = c.rareOrNone().federatesWith },
 	},
 	{
 		name:    "admin",
@@ -100,6 +149,8 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetAdmin() != b.GetAdmin() },
 		grants:  func(a, b *spiretypes.Entry) bool { return a.GetAdmin() && !b.GetAdmin() },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetAdmin()) },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.admin = e.GetAdmin() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.Admin = c.admin },
 	},
 	{
 		name:    "downstream",
@@ -107,6 +158,8 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetDownstream() != b.GetDownstream() },
 		grants:  func(a, b *spiretypes.Entry) bool { return a.GetDownstream() && !b.GetDownstream() },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetDownstream()) },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.downstream = e.GetDownstream() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.Downstream = c.downstream },
 	},
 	{
 		// As a set: Service names and template order across versions are no reason to write.
@@ -115,6 +168,12 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return !sameSet(a.GetDnsNames(), b.GetDnsNames()) },
 		grants:  func(a, b *spiretypes.Entry) bool { return !subset(a.GetDnsNames(), b.GetDnsNames()) },
 		value:   func(e *spiretypes.Entry) string { return setString(e.GetDnsNames()) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, _ *interner) {
+			if v := e.GetDnsNames(); len(v) > 0 {
+				c.rareFields().dnsNames = v
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.DnsNames = c.rareOrNone().dnsNames },
 	},
 	{
 		name:    "hint",
@@ -122,6 +181,12 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetHint() != b.GetHint() },
 		isSet:   func(e *spiretypes.Entry) bool { return e.GetHint() != "" },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprintf("%q", e.GetHint()) },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, _ *interner) {
+			if v := e.GetHint(); v != "" {
+				c.rareFields().hint = v
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.Hint = c.rareOrNone().hint },
 	},
 	{
 		name:    "storeSvid",
@@ -129,6 +194,42 @@ var entryFields = []entryField{
 		differs: func(a, b *spiretypes.Entry) bool { return a.GetStoreSvid() != b.GetStoreSvid() },
 		isSet:   func(e *spiretypes.Entry) bool { return e.GetStoreSvid() },
 		value:   func(e *spiretypes.Entry) string { return fmt.Sprint(e.GetStoreSvid()) },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.storeSVID = e.GetStoreSvid() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.StoreSvid = c.storeSVID },
+	},
+	{
+		name:    "revisionNumber",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.RevisionNumber },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.revision = e.GetRevisionNumber() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.RevisionNumber = c.revision },
+	},
+	{
+		name:    "createdAt",
+		mask:    func(m *spiretypes.EntryMask) *bool { return &m.CreatedAt },
+		keep:    func(c *cachedEntry, e *spiretypes.Entry, _ *interner) { c.createdAt = e.GetCreatedAt() },
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.CreatedAt = c.createdAt },
+	},
+	{
+		name: "expiresAt", unlisted: true,
+		mask: func(m *spiretypes.EntryMask) *bool { return &m.ExpiresAt },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, _ *interner) {
+			if v := e.GetExpiresAt(); v != 0 {
+				c.rareFields().expiresAt = v
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) { e.ExpiresAt = c.rareOrNone().expiresAt },
+	},
+	{
+		name: "additionalAttributes", unlisted: true,
+		mask: func(m *spiretypes.EntryMask) *bool { return &m.AdditionalAttributes },
+		keep: func(c *cachedEntry, e *spiretypes.Entry, _ *interner) {
+			if e.AdditionalAttributes != nil {
+				c.rareFields().additionalAttributes = e.AdditionalAttributes
+			}
+		},
+		restore: func(c *cachedEntry, e *spiretypes.Entry) {
+			e.AdditionalAttributes = c.rareOrNone().additionalAttributes
+		},
 	},
 }
 
@@ -137,7 +238,7 @@ var entryFields = []entryField{
 func diffMask(current, desired *spiretypes.Entry, unsupported unsupportedFields, withKey bool) *spiretypes.EntryMask {
 	var mask *spiretypes.EntryMask
 	for i, f := range entryFields {
-		if (f.key && !withKey) || unsupported.has(i) || !f.differs(current, desired) {
+		if !f.managed() || (f.key && !withKey) || unsupported.has(i) || !f.differs(current, desired) {
 			continue
 		}
 		if mask == nil {

@@ -22,15 +22,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
-// unmanagedEntryFields are the fields of SPIRE's EntryMask the controller neither declares nor
-// compares: SPIRE sets them, or (additionalAttributes) an operator does.
-var unmanagedEntryFields = map[string]bool{"expiresAt": true, "revisionNumber": true, "createdAt": true, "additionalAttributes": true}
-
 // TestEntryFieldsAreSPIREs checks that every row of entryFields is named by the JSON name in
-// SPIRE's API of the mask bit it sets, and that every field of SPIRE's EntryMask has a row or
-// is deliberately unmanaged: a field SPIRE adds fails this test until it gets one.
+// SPIRE's API of the mask bit it sets and can be cached, and that every field of SPIRE's Entry
+// and EntryMask has a row: a field SPIRE adds fails this test until it gets one.
 func TestEntryFieldsAreSPIREs(t *testing.T) {
 	rows := map[string]bool{}
 	for _, f := range entryFields {
@@ -48,19 +46,40 @@ func TestEntryFieldsAreSPIREs(t *testing.T) {
 			t.Errorf("row %q appears twice", f.name)
 		}
 		rows[f.name] = true
-		if f.differs == nil || f.value == nil {
-			t.Errorf("row %q has no differs or value", f.name)
+		if f.keep == nil || f.restore == nil {
+			t.Errorf("row %q has no keep or restore: the cache would lose the field", f.name)
+		}
+		if f.managed() && f.value == nil {
+			t.Errorf("managed row %q has no value", f.name)
+		}
+		if !f.managed() && (f.key || f.grants != nil || f.isSet != nil || f.value != nil) {
+			t.Errorf("row %q is not compared (no differs), yet has key, grants, isSet or value", f.name)
 		}
 	}
-	fields := (&spiretypes.EntryMask{}).ProtoReflect().Descriptor().Fields()
-	for i := range fields.Len() {
-		name := fields.Get(i).JSONName()
-		if !rows[name] && !unmanagedEntryFields[name] {
-			t.Errorf("SPIRE's entry field %q has no row in entryFields and is not listed as unmanaged", name)
+	for name, message := range map[string]protoreflect.Message{
+		"Entry": (&spiretypes.Entry{}).ProtoReflect(), "EntryMask": (&spiretypes.EntryMask{}).ProtoReflect(),
+	} {
+		fields := message.Descriptor().Fields()
+		for i := range fields.Len() {
+			if field := fields.Get(i).JSONName(); field != "id" && !rows[field] {
+				t.Errorf("SPIRE's %s field %q has no row in entryFields", name, field)
+			}
 		}
 	}
 	if len(entryFields) > 64 {
 		t.Errorf("%d rows do not fit maskKey's and unsupportedFields' 64 bits", len(entryFields))
+	}
+}
+
+// TestListedEntryFieldsAreTheTables: SPIRE is listed with exactly the fields the table does
+// not mark unlisted, so a row added to the table is asked for by the listing that fills the
+// cache.
+func TestListedEntryFieldsAreTheTables(t *testing.T) {
+	listed := spire.ListedEntryFields()
+	for _, f := range entryFields {
+		if got := *f.mask(listed); got == f.unlisted {
+			t.Errorf("field %q: listed %t, but the table marks it unlisted %t", f.name, got, f.unlisted)
+		}
 	}
 }
 

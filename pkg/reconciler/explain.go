@@ -36,3 +36,15 @@ func Diff(declared []*render.DeclaredEntry, current []*spiretypes.Entry) Plan {
 func Owns(opts Options, e *spiretypes.Entry) bool {
 	return newOwnership(opts).owns(e)
 }
+
+// ManagedEntryFields are the JSON names in SPIRE's API of the entry fields the reconciler
+// declares and compares, in the order it lists them.
+func ManagedEntryFields() []string {
+	var names []string
+	for i := range entryFields {
+		if entryFields[i].managed() {
+			names = append(names, entryFields[i].name)
+		}
+	}
+	return names
+}

@@ -22,7 +22,7 @@ limitations under the License.
 // Two calls use it. Sync reconciles one scope (one pod's entries, or the entries of a few
 // keys) against the cache, without reading SPIRE. Resync lists SPIRE in full, merges the list
 // into the cache and reconciles everything, scope by scope; syncs go on while it runs, and
-// wait only for the scopes it writes.
+// wait only for the scopes it writes. concurrency.go states how, as rules to keep.
 package reconciler
 
 import (

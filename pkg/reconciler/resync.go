@@ -59,7 +59,8 @@ type ResyncResult struct {
 // applied scope by scope (a pod, or the key of an entry of no pod), each under the lock a
 // Sync of that scope takes, and against the cache as it is then; a scope that a Sync finished
 // after declare began is left to that Sync, which wrote with a declaration at least as new. A
-// resync that finds nothing to write takes no scope lock.
+// resync that finds nothing to write takes no scope lock. concurrency.go states the rules that
+// make this safe.
 //
 // It fails only when SPIRE cannot be listed or declare fails, and then writes nothing: a
 // partial picture must not turn into deletes.

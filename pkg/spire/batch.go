@@ -72,14 +72,14 @@ func eachPage[T any](ctx context.Context, rpc, op string, fetch func(ctx context
 	}
 }
 
-// inBatches calls call on consecutive slices of at most size items and
-// concatenates the per-item results. If a call fails it stops and returns
-// the results of the batches that completed before it (always a prefix of
-// items, len(results) items long) together with the error; the items of
-// the failed batch and every later one have no result and an unknown
-// outcome, since the server may have applied the failed batch before the
-// error reached us.
-func inBatches[In, Out any](ctx context.Context, rpc, op string, size int, items []In, call func(ctx context.Context, batch []In) ([]Out, error)) ([]Out, error) {
+// inBatches sends items with send in consecutive batches of at most size items, and turns
+// each item and the server's result for it into the caller's result. If a call fails it stops
+// and returns the results of the batches that completed before it (always a prefix of items,
+// len(results) items long) together with the error; the items of the failed batch and every
+// later one have no result and an unknown outcome, since the server may have applied the
+// failed batch before the error reached us.
+func inBatches[In, R, Out any](ctx context.Context, rpc, op string, size int, items []In,
+	send func(ctx context.Context, batch []In) ([]R, error), result func(item In, r R) Out) ([]Out, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -87,7 +87,7 @@ func inBatches[In, Out any](ctx context.Context, rpc, op string, size int, items
 	for lo := 0; lo < len(items); lo += size {
 		hi := min(lo+size, len(items))
 		start := time.Now()
-		res, err := call(ctx, items[lo:hi])
+		res, err := send(ctx, items[lo:hi])
 		if err == nil {
 			err = checkCount(len(res), hi-lo)
 		}
@@ -95,9 +95,23 @@ func inBatches[In, Out any](ctx context.Context, rpc, op string, size int, items
 		if err != nil {
 			return out, fmt.Errorf("%s: items %d-%d of %d: %w", op, lo, hi-1, len(items), err)
 		}
-		out = append(out, res...)
+		for i, r := range res {
+			out = append(out, result(items[lo+i], r))
+		}
 	}
 	return out, nil
+}
+
+// noNil rejects nil items up front: protobuf cannot marshal them and the whole batch would
+// fail with an opaque error. what names an item in the error.
+func noNil[T comparable](items []T, what string) error {
+	var zero T
+	for i, it := range items {
+		if it == zero {
+			return fmt.Errorf("%s %d is nil", what, i)
+		}
+	}
+	return nil
 }
 
 // checkCount guards against a server that breaks the one-result-per-item

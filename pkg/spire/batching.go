@@ -229,7 +229,7 @@ func (c *BatchingClient) ListEntryPages(ctx context.Context, page func([]*types.
 // Client.CreateEntries does.
 func (c *BatchingClient) CreateEntries(ctx context.Context, entries []*types.Entry) ([]EntryResult, error) {
 	// Checked per caller: a nil item would fail the whole shared RPC.
-	if err := noNilEntries(entries); err != nil {
+	if err := noNil(entries, "entry"); err != nil {
 		return nil, fmt.Errorf("create entries: %w", err)
 	}
 	return c.creates.do(ctx, entries)
@@ -240,7 +240,7 @@ func (c *BatchingClient) CreateEntries(ctx context.Context, entries []*types.Ent
 // from an empty mask) and returns one result per entry in input order, as
 // Client.UpdateEntries does.
 func (c *BatchingClient) UpdateEntries(ctx context.Context, entries []*types.Entry, mask *types.EntryMask) ([]EntryResult, error) {
-	if err := noNilEntries(entries); err != nil {
+	if err := noNil(entries, "entry"); err != nil {
 		return nil, fmt.Errorf("update entries: %w", err)
 	}
 	if len(entries) == 0 {

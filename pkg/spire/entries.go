@@ -36,14 +36,15 @@ type EntryResult struct {
 	Err error
 }
 
-// listedEntryFields returns the fields ListEntries asks for: every field the
+// ListedEntryFields returns the fields ListEntries asks for: every field the
 // controller writes, compares, keys entries on or decides ownership by, plus
 // the creation time (the oldest of duplicates is kept) and the revision
 // number (a resync's list is merged with concurrent writes by it). An
 // entry's expiry and SPIRE 1.15's additional attributes are neither declared
 // nor compared, so they are not sent. A server that does not know a field
-// ignores its bit.
-func listedEntryFields() *types.EntryMask {
+// ignores its bit. The reconciler's table of entry fields says which are
+// listed; its tests check this mask against it.
+func ListedEntryFields() *types.EntryMask {
 	return &types.EntryMask{
 		SpiffeId:       true,
 		ParentId:       true,
@@ -62,7 +63,7 @@ func listedEntryFields() *types.EntryMask {
 }
 
 // ListEntries returns all registration entries, paging through the server
-// PageSize entries at a time. Entries carry the fields of listedEntryFields:
+// PageSize entries at a time. Entries carry the fields of ListedEntryFields:
 // not their expiry nor their additional attributes. On any error, including
 // one on a later page, it returns the error and no entries.
 func (c *Client) ListEntries(ctx context.Context) ([]*types.Entry, error) {
@@ -79,7 +80,7 @@ func (c *Client) listEntriesPage(ctx context.Context, token string) ([]*types.En
 	resp, err := c.entries.ListEntries(ctx, &entryv1.ListEntriesRequest{
 		PageSize:   c.pageSize(),
 		PageToken:  token,
-		OutputMask: listedEntryFields(),
+		OutputMask: ListedEntryFields(),
 	})
 	return resp.GetEntries(), resp.GetNextPageToken(), err
 }
@@ -90,23 +91,17 @@ func (c *Client) listEntriesPage(ctx context.Context, token string) ([]*types.En
 // the results of the batches completed before it (a prefix of entries);
 // see EntryResult for how ALREADY_EXISTS is reported.
 func (c *Client) CreateEntries(ctx context.Context, entries []*types.Entry) ([]EntryResult, error) {
-	if err := noNilEntries(entries); err != nil {
+	if err := noNil(entries, "entry"); err != nil {
 		return nil, fmt.Errorf("create entries: %w", err)
 	}
-	return inBatches(ctx, "BatchCreateEntry", "create entries", c.batchSize(), entries, func(ctx context.Context, batch []*types.Entry) ([]EntryResult, error) {
-		resp, err := c.entries.BatchCreateEntry(ctx, &entryv1.BatchCreateEntryRequest{Entries: batch})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]EntryResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = EntryResult{Entry: r.GetEntry(), Err: itemErr("create entry", entryKey(batch[i]), r.GetStatus())}
-		}
-		return out, nil
-	})
+	return inBatches(ctx, "BatchCreateEntry", "create entries", c.batchSize(), entries,
+		func(ctx context.Context, batch []*types.Entry) ([]*entryv1.BatchCreateEntryResponse_Result, error) {
+			resp, err := c.entries.BatchCreateEntry(ctx, &entryv1.BatchCreateEntryRequest{Entries: batch})
+			return resp.GetResults(), err
+		},
+		func(e *types.Entry, r *entryv1.BatchCreateEntryResponse_Result) EntryResult {
+			return EntryResult{Entry: r.GetEntry(), Err: itemErr("create entry", entryKey(e), r.GetStatus())}
+		})
 }
 
 // UpdateEntries updates entries, matched by ID, in batches of at most
@@ -115,23 +110,17 @@ func (c *Client) CreateEntries(ctx context.Context, entries []*types.Entry) ([]E
 // Errors and partial results are as for CreateEntries; a missing ID fails
 // the item with NOT_FOUND.
 func (c *Client) UpdateEntries(ctx context.Context, entries []*types.Entry, mask *types.EntryMask) ([]EntryResult, error) {
-	if err := noNilEntries(entries); err != nil {
+	if err := noNil(entries, "entry"); err != nil {
 		return nil, fmt.Errorf("update entries: %w", err)
 	}
-	return inBatches(ctx, "BatchUpdateEntry", "update entries", c.batchSize(), entries, func(ctx context.Context, batch []*types.Entry) ([]EntryResult, error) {
-		resp, err := c.entries.BatchUpdateEntry(ctx, &entryv1.BatchUpdateEntryRequest{Entries: batch, InputMask: mask})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]EntryResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = EntryResult{Entry: r.GetEntry(), Err: itemErr("update entry", entryKey(batch[i]), r.GetStatus())}
-		}
-		return out, nil
-	})
+	return inBatches(ctx, "BatchUpdateEntry", "update entries", c.batchSize(), entries,
+		func(ctx context.Context, batch []*types.Entry) ([]*entryv1.BatchUpdateEntryResponse_Result, error) {
+			resp, err := c.entries.BatchUpdateEntry(ctx, &entryv1.BatchUpdateEntryRequest{Entries: batch, InputMask: mask})
+			return resp.GetResults(), err
+		},
+		func(e *types.Entry, r *entryv1.BatchUpdateEntryResponse_Result) EntryResult {
+			return EntryResult{Entry: r.GetEntry(), Err: itemErr("update entry", entryKey(e), r.GetStatus())}
+		})
 }
 
 // DeleteEntries deletes entries by ID in batches of at most BatchSize and
@@ -139,31 +128,14 @@ func (c *Client) UpdateEntries(ctx context.Context, entries []*types.Entry, mask
 // with NOT_FOUND (see IsNotFound). Errors and partial results are as for
 // CreateEntries.
 func (c *Client) DeleteEntries(ctx context.Context, ids []string) ([]DeleteResult, error) {
-	return inBatches(ctx, "BatchDeleteEntry", "delete entries", c.batchSize(), ids, func(ctx context.Context, batch []string) ([]DeleteResult, error) {
-		resp, err := c.entries.BatchDeleteEntry(ctx, &entryv1.BatchDeleteEntryRequest{Ids: batch})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]DeleteResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = DeleteResult{ID: batch[i], Err: itemErr("delete entry", batch[i], r.GetStatus())}
-		}
-		return out, nil
-	})
-}
-
-// noNilEntries rejects nil items up front: protobuf cannot marshal them and
-// the whole batch would fail with an opaque error.
-func noNilEntries(entries []*types.Entry) error {
-	for i, e := range entries {
-		if e == nil {
-			return fmt.Errorf("entry %d is nil", i)
-		}
-	}
-	return nil
+	return inBatches(ctx, "BatchDeleteEntry", "delete entries", c.batchSize(), ids,
+		func(ctx context.Context, batch []string) ([]*entryv1.BatchDeleteEntryResponse_Result, error) {
+			resp, err := c.entries.BatchDeleteEntry(ctx, &entryv1.BatchDeleteEntryRequest{Ids: batch})
+			return resp.GetResults(), err
+		},
+		func(id string, r *entryv1.BatchDeleteEntryResponse_Result) DeleteResult {
+			return DeleteResult{ID: id, Err: itemErr("delete entry", id, r.GetStatus())}
+		})
 }
 
 // entryKey names an entry in errors: its ID, or its SPIFFE ID before the

@@ -52,23 +52,18 @@ func (c *Client) ListFederationRelationships(ctx context.Context) ([]*types.Fede
 // RPC-level failure is returned as the error together with the results of
 // the batches completed before it (a prefix of rels).
 func (c *Client) CreateFederationRelationships(ctx context.Context, rels []*types.FederationRelationship) ([]FederationResult, error) {
-	if err := noNilRelationships(rels); err != nil {
+	if err := noNil(rels, "federation relationship"); err != nil {
 		return nil, fmt.Errorf("create federation relationships: %w", err)
 	}
-	return inBatches(ctx, "BatchCreateFederationRelationship", "create federation relationships", c.batchSize(), rels, func(ctx context.Context, batch []*types.FederationRelationship) ([]FederationResult, error) {
-		resp, err := c.tds.BatchCreateFederationRelationship(ctx, &trustdomainv1.BatchCreateFederationRelationshipRequest{FederationRelationships: batch})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]FederationResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = FederationResult{Relationship: r.GetFederationRelationship(), Err: itemErr("create federation relationship", batch[i].GetTrustDomain(), r.GetStatus())}
-		}
-		return out, nil
-	})
+	return inBatches(ctx, "BatchCreateFederationRelationship", "create federation relationships", c.batchSize(), rels,
+		func(ctx context.Context, batch []*types.FederationRelationship) ([]*trustdomainv1.BatchCreateFederationRelationshipResponse_Result, error) {
+			resp, err := c.tds.BatchCreateFederationRelationship(ctx, &trustdomainv1.BatchCreateFederationRelationshipRequest{FederationRelationships: batch})
+			return resp.GetResults(), err
+		},
+		func(rel *types.FederationRelationship, r *trustdomainv1.BatchCreateFederationRelationshipResponse_Result) FederationResult {
+			return FederationResult{Relationship: r.GetFederationRelationship(),
+				Err: itemErr("create federation relationship", rel.GetTrustDomain(), r.GetStatus())}
+		})
 }
 
 // UpdateFederationRelationships updates relationships, matched by trust
@@ -77,23 +72,19 @@ func (c *Client) CreateFederationRelationships(ctx context.Context, rels []*type
 // every field. Errors and partial results are as for
 // CreateFederationRelationships.
 func (c *Client) UpdateFederationRelationships(ctx context.Context, rels []*types.FederationRelationship, mask *types.FederationRelationshipMask) ([]FederationResult, error) {
-	if err := noNilRelationships(rels); err != nil {
+	if err := noNil(rels, "federation relationship"); err != nil {
 		return nil, fmt.Errorf("update federation relationships: %w", err)
 	}
-	return inBatches(ctx, "BatchUpdateFederationRelationship", "update federation relationships", c.batchSize(), rels, func(ctx context.Context, batch []*types.FederationRelationship) ([]FederationResult, error) {
-		resp, err := c.tds.BatchUpdateFederationRelationship(ctx, &trustdomainv1.BatchUpdateFederationRelationshipRequest{FederationRelationships: batch, InputMask: mask})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]FederationResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = FederationResult{Relationship: r.GetFederationRelationship(), Err: itemErr("update federation relationship", batch[i].GetTrustDomain(), r.GetStatus())}
-		}
-		return out, nil
-	})
+	return inBatches(ctx, "BatchUpdateFederationRelationship", "update federation relationships", c.batchSize(), rels,
+		func(ctx context.Context, batch []*types.FederationRelationship) ([]*trustdomainv1.BatchUpdateFederationRelationshipResponse_Result, error) {
+			resp, err := c.tds.BatchUpdateFederationRelationship(ctx,
+				&trustdomainv1.BatchUpdateFederationRelationshipRequest{FederationRelationships: batch, InputMask: mask})
+			return resp.GetResults(), err
+		},
+		func(rel *types.FederationRelationship, r *trustdomainv1.BatchUpdateFederationRelationshipResponse_Result) FederationResult {
+			return FederationResult{Relationship: r.GetFederationRelationship(),
+				Err: itemErr("update federation relationship", rel.GetTrustDomain(), r.GetStatus())}
+		})
 }
 
 // DeleteFederationRelationships deletes relationships by trust domain name
@@ -102,29 +93,12 @@ func (c *Client) UpdateFederationRelationships(ctx context.Context, rels []*type
 // not exist fails with NOT_FOUND. Errors and partial results are as for
 // CreateFederationRelationships.
 func (c *Client) DeleteFederationRelationships(ctx context.Context, trustDomains []string) ([]DeleteResult, error) {
-	return inBatches(ctx, "BatchDeleteFederationRelationship", "delete federation relationships", c.batchSize(), trustDomains, func(ctx context.Context, batch []string) ([]DeleteResult, error) {
-		resp, err := c.tds.BatchDeleteFederationRelationship(ctx, &trustdomainv1.BatchDeleteFederationRelationshipRequest{TrustDomains: batch})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkCount(len(resp.GetResults()), len(batch)); err != nil {
-			return nil, err
-		}
-		out := make([]DeleteResult, len(batch))
-		for i, r := range resp.GetResults() {
-			out[i] = DeleteResult{ID: batch[i], Err: itemErr("delete federation relationship", batch[i], r.GetStatus())}
-		}
-		return out, nil
-	})
-}
-
-// noNilRelationships rejects nil items up front: protobuf cannot marshal
-// them and the whole batch would fail with an opaque error.
-func noNilRelationships(rels []*types.FederationRelationship) error {
-	for i, r := range rels {
-		if r == nil {
-			return fmt.Errorf("federation relationship %d is nil", i)
-		}
-	}
-	return nil
+	return inBatches(ctx, "BatchDeleteFederationRelationship", "delete federation relationships", c.batchSize(), trustDomains,
+		func(ctx context.Context, batch []string) ([]*trustdomainv1.BatchDeleteFederationRelationshipResponse_Result, error) {
+			resp, err := c.tds.BatchDeleteFederationRelationship(ctx, &trustdomainv1.BatchDeleteFederationRelationshipRequest{TrustDomains: batch})
+			return resp.GetResults(), err
+		},
+		func(td string, r *trustdomainv1.BatchDeleteFederationRelationshipResponse_Result) DeleteResult {
+			return DeleteResult{ID: td, Err: itemErr("delete federation relationship", td, r.GetStatus())}
+		})
 }

@@ -30,6 +30,7 @@ import (
 
 	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	svidv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/svid/v1"
+	trustdomainv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/trustdomain/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 )
@@ -47,6 +48,7 @@ type X509SVID struct {
 type AuthorityClient struct {
 	svids   svidv1.SVIDClient
 	bundles bundlev1.BundleClient
+	tds     trustdomainv1.TrustDomainClient
 	// state is the connection's state, which WatchReconnects follows; nil when cc is not a
 	// *grpc.ClientConn.
 	state connectivityWatcher
@@ -55,7 +57,7 @@ type AuthorityClient struct {
 // NewAuthorityClient returns a client over an existing connection to the SPIRE server API.
 func NewAuthorityClient(cc grpc.ClientConnInterface) *AuthorityClient {
 	state, _ := cc.(connectivityWatcher)
-	return &AuthorityClient{svids: svidv1.NewSVIDClient(cc), bundles: bundlev1.NewBundleClient(cc), state: state}
+	return &AuthorityClient{svids: svidv1.NewSVIDClient(cc), bundles: bundlev1.NewBundleClient(cc), tds: trustdomainv1.NewTrustDomainClient(cc), state: state}
 }
 
 // MintX509SVID asks SPIRE to sign a certificate for key with the SPIFFE ID id and the DNS

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 )
 
@@ -59,18 +60,68 @@ type fileState struct {
 	pendingSince time.Time
 	// heldEmpty says the pending content declares nothing and waits for emptySettle.
 	heldEmpty bool
+	// refused says why the pending content, settled, was not applied: it would take the
+	// manifests over the total cap. It is weighed again at each poll.
+	refused error
+
+	// size is the bytes of the content applied, charged against the total cap.
+	size int64
+	// id is what stat said of the content last read; when idTrusted, the same id means the
+	// same content, which is not read again.
+	id        fileID
+	idTrusted bool
+}
+
+// unchanged says whether a file that stat now says is id holds the content last read, which
+// then need not be read: its state is settled and its last read can be trusted.
+func (state *fileState) unchanged(id fileID) bool {
+	return state != nil && !state.pending && state.idTrusted && state.id == id
+}
+
+// heldSize is the bytes the file's applied content is charged against the total cap.
+func (state *fileState) heldSize() int64 {
+	if state == nil {
+		return 0
+	}
+	return state.size
+}
+
+// changing returns the state of a file that changed while it was read: what it declared
+// stays, and the content read, which the file never held whole, settles nothing.
+func (state *fileState) changing(now time.Time) *fileState {
+	next := &fileState{}
+	if state != nil {
+		*next = *state
+	}
+	next.pending, next.pendingHash, next.pendingSince, next.heldEmpty = true, [sha256.Size]byte{}, now, false
+	next.idTrusted, next.refused = false, nil
+	return next
+}
+
+// problems are what is wrong with the file now.
+func (state *fileState) problems() []error {
+	var errs []error
+	if state.err != nil {
+		errs = append(errs, state.err)
+	}
+	if state.refused != nil {
+		errs = append(errs, state.refused)
+	}
+	return errs
 }
 
 // observe returns the state of the file at path after reading data from it, previously
 // prev (nil for a file not seen before). A content is decoded only once it has settled; one
-// that does not decode keeps what the file declared before.
-func (s *Source) observe(logger klog.Logger, path string, prev *fileState, data []byte) *fileState {
+// that does not decode, or is larger than room, the bytes the total cap leaves it, keeps
+// what the file declared before.
+func (s *Source) observe(logger klog.Logger, path string, prev *fileState, data []byte, room int64) *fileState {
 	hash := sha256.Sum256(data)
 	now := s.clock.Now()
 	state := &fileState{}
 	if prev != nil {
 		*state = *prev
 	}
+	state.refused = nil
 	if state.settled && hash == state.hash {
 		// Back to what is applied: nothing to wait for.
 		state.pending, state.heldEmpty = false, false
@@ -84,6 +135,11 @@ func (s *Source) observe(logger klog.Logger, path string, prev *fileState, data 
 	}
 	waited := now.Sub(state.pendingSince)
 	if waited < s.interval {
+		return state
+	}
+	if int64(len(data)) > room {
+		state.refused = fmt.Errorf("%s: its %d bytes would take the manifests over staticManifestLimits.maxTotalSize (%s): not applied",
+			path, len(data), resource.NewQuantity(s.maxTotalSize, resource.BinarySI))
 		return state
 	}
 	objs, err := decodeFile(data, s.expandEnv)
@@ -100,7 +156,7 @@ func (s *Source) observe(logger klog.Logger, path string, prev *fileState, data 
 		}
 		return state
 	}
-	state.settled, state.hash, state.objects, state.err = true, hash, objs, nil
+	state.settled, state.hash, state.objects, state.err, state.size = true, hash, objs, nil, int64(len(data))
 	state.pending, state.heldEmpty = false, false
 	return state
 }

@@ -43,11 +43,18 @@ type settleEnv struct {
 // newSettleEnv writes files, then starts a source over them without its poller.
 func newSettleEnv(t *testing.T, files map[string]string) *settleEnv {
 	t.Helper()
+	return newSettleEnvWith(t, files, Options{})
+}
+
+// newSettleEnvWith is newSettleEnv with options; the poll interval is settleInterval.
+func newSettleEnvWith(t *testing.T, files map[string]string, opts Options) *settleEnv {
+	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
 		writeManifest(t, dir, name, content)
 	}
-	source, err := NewSource(context.Background(), dir, false, settleInterval)
+	opts.PollInterval = settleInterval
+	source, err := NewSource(context.Background(), dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +196,7 @@ func TestNewSourceWaitsForFilesToSettle(t *testing.T) {
 	cancel()
 	// The first read finds the file's content new: with no time to see it again, NewSource
 	// must not return a source serving it.
-	if _, err := NewSource(ctx, dir, false, time.Hour); err == nil || !strings.Contains(err.Error(), "context canceled") {
+	if _, err := NewSource(ctx, dir, Options{PollInterval: time.Hour}); err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("NewSource = %v, want the context's error", err)
 	}
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package static
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,10 +61,12 @@ const maxStartReads = 30
 // entries. A file that is removed, or whose settled content no longer declares a resource,
 // deletes it.
 type Source struct {
-	dir       string
-	expandEnv bool
-	interval  time.Duration
-	clock     clock.PassiveClock
+	dir          string
+	expandEnv    bool
+	interval     time.Duration
+	maxFileSize  int64
+	maxTotalSize int64
+	clock        clock.PassiveClock
 	// pollHook, when set, is called after each poll; see SetPollHook.
 	pollHook func(contents map[string][]byte)
 
@@ -71,7 +74,11 @@ type Source struct {
 	// version counts changes; it is the resourceVersion of lists and objects.
 	version uint64
 	files   map[string]*fileState
-	kinds   map[string]*kindState
+	// declared is what files declare, by kind and name, and duplicates the resources they
+	// declare twice; both are computed again only when a file's declarations change.
+	declared   map[string]map[string]object
+	duplicates []error
+	kinds      map[string]*kindState
 	// problems are those of the last read, so each is logged once, when it appears.
 	problems map[string]bool
 
@@ -92,18 +99,31 @@ type served struct {
 	obj      object
 }
 
+// Options configure a Source.
+type Options struct {
+	// ExpandEnv replaces $VAR and ${VAR} in the manifests with environment variables first.
+	ExpandEnv bool
+	// PollInterval is how often the directory is read; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// MaxFileSize caps the bytes of one manifest file, MaxTotalSize those of all the files
+	// applied at once; 0 means DefaultMaxFileSize, DefaultMaxTotalSize.
+	MaxFileSize, MaxTotalSize int64
+}
+
 // NewSource reads the directory until every file's content has settled: read twice, one
-// poll interval apart, the same. Any problem stops start-up: a file that does not decode, a
-// resource declared twice, a directory that cannot be read, files that keep changing.
-func NewSource(ctx context.Context, dir string, expandEnv bool, interval time.Duration) (*Source, error) {
-	if interval <= 0 {
-		interval = DefaultPollInterval
-	}
+// poll interval apart, the same. Any problem stops start-up: a file that does not decode or
+// cannot be read (not a regular file, over a size cap), a resource declared twice, a
+// directory that cannot be read, files that keep changing. At start-up nothing was declared
+// before, so a file left out would delete what SPIRE holds for it.
+func NewSource(ctx context.Context, dir string, opts Options) (*Source, error) {
+	interval := cmp.Or(opts.PollInterval, DefaultPollInterval)
 	s := &Source{
-		dir: dir, expandEnv: expandEnv, interval: interval, clock: clock.RealClock{},
-		files:    map[string]*fileState{},
-		problems: map[string]bool{},
-		kinds:    map[string]*kindState{},
+		dir: dir, expandEnv: opts.ExpandEnv, interval: interval, clock: clock.RealClock{},
+		maxFileSize:  cmp.Or(opts.MaxFileSize, DefaultMaxFileSize),
+		maxTotalSize: cmp.Or(opts.MaxTotalSize, DefaultMaxTotalSize),
+		files:        map[string]*fileState{},
+		problems:     map[string]bool{},
+		kinds:        map[string]*kindState{},
 	}
 	for _, kind := range []string{kindStaticEntry, kindTrustDomain} {
 		s.kinds[kind] = &kindState{objects: map[string]*served{}, broadcaster: watch.NewBroadcaster(100, watch.WaitIfChannelFull)}
@@ -147,7 +167,8 @@ func (s *Source) SetPollHook(hook func(contents map[string][]byte)) {
 func (s *Source) unsettled() []string {
 	var paths []string
 	for path, state := range s.files {
-		if state.pending {
+		// A content refused for the total cap is a problem, not a change in progress.
+		if state.pending && state.refused == nil {
 			paths = append(paths, path)
 		}
 	}
@@ -177,6 +198,7 @@ func (s *Source) Shutdown() {
 // when they first appear, and keep the last good content of their file.
 func (s *Source) poll(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	before := s.files
 	desired, problems, contents, err := s.read(logger)
 	if err != nil {
 		// An unreadable directory says nothing about what is declared: change nothing.
@@ -193,8 +215,12 @@ func (s *Source) poll(ctx context.Context) {
 		}
 	}
 	s.problems = current
-	for _, change := range s.apply(desired) {
-		logger.Info("Static manifest changed", "kind", change.kind, "name", change.name, "change", change.event)
+	// Comparing every resource served with its declaration is the costly part of a poll, and
+	// needless when no file declares anything new.
+	if !sameDeclarations(before, s.files) {
+		for _, change := range s.apply(desired) {
+			logger.Info("Static manifest changed", "kind", change.kind, "name", change.name, "change", change.event)
+		}
 	}
 	if s.pollHook != nil {
 		s.pollHook(contents)
@@ -203,12 +229,28 @@ func (s *Source) poll(ctx context.Context) {
 
 // read reads the directory's manifest files, decoding the content of those that settled, and
 // returns the resources they declare by kind and name. Files are read in name order; a
-// resource declared again by a later file is a problem and the first one wins. With a poll
-// hook set, it also returns each file's content by name.
+// resource declared again by a later file is a problem and the first one wins. A file is read
+// only when stat says it may have changed. A file that cannot be read, or whose content would
+// take the manifests over the total cap, is a problem and keeps what it declared before. With
+// a poll hook set, it also returns the content of each file read, by name.
 func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error, map[string][]byte, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reading staticManifestPath: %w", err)
+	}
+	var paths []string
+	for _, entry := range entries {
+		// Dot files include the ..data directory and symlinks of a mounted ConfigMap.
+		if name := entry.Name(); !strings.HasPrefix(name, ".") && isManifest(name) {
+			paths = append(paths, filepath.Join(s.dir, name))
+		}
+	}
+	// held is the bytes of the contents applied, of the files still there.
+	var held int64
+	for _, path := range paths {
+		if state := s.files[path]; state != nil {
+			held += state.size
+		}
 	}
 	var problems []error
 	files := map[string]*fileState{}
@@ -216,38 +258,47 @@ func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error
 	if s.pollHook != nil {
 		contents = map[string][]byte{}
 	}
-	for _, entry := range entries {
-		name := entry.Name()
-		// Dot files include the ..data directory and symlinks of a mounted ConfigMap.
-		if strings.HasPrefix(name, ".") || !isManifest(name) {
+	for _, path := range paths {
+		prev := s.files[path]
+		got, err := s.readIfChanged(path, prev)
+		if got.dir {
 			continue
 		}
-		path := filepath.Join(s.dir, name)
-		data, isDir, err := readFile(path)
-		if isDir {
-			continue
-		}
-		state := s.files[path]
-		if err != nil {
+		state := prev
+		switch {
+		case errors.Is(err, errChangedWhileRead):
+			state = prev.changing(s.clock.Now())
+		case err != nil:
 			// An unreadable file keeps its state.
 			problems = append(problems, err)
-		} else {
-			state = s.observe(logger, path, state, data)
+		case !got.unchanged:
+			room := s.maxTotalSize - held + prev.heldSize()
+			state = s.observe(logger, path, prev, got.data, room)
+			state.id, state.idTrusted = got.id, got.trusted
+			held += state.size - prev.heldSize()
 			if contents != nil {
-				contents[name] = data
+				contents[filepath.Base(path)] = got.data
 			}
 		}
 		if state != nil {
 			files[path] = state
-			if state.err != nil {
-				problems = append(problems, state.err)
-			}
+			problems = append(problems, state.problems()...)
 		}
 	}
+	before := s.files
 	s.files = files
+	if s.declared == nil || !sameDeclarations(before, files) {
+		s.declared, s.duplicates = declarations(files)
+	}
+	return s.declared, append(problems, s.duplicates...), contents, nil
+}
 
+// declarations returns the resources files declare, by kind and name, and a problem for each
+// resource declared again by a later file (by name), which is ignored.
+func declarations(files map[string]*fileState) (map[string]map[string]object, []error) {
 	desired := map[string]map[string]object{kindStaticEntry: {}, kindTrustDomain: {}}
 	declaredIn := map[string]string{}
+	var problems []error
 	for _, path := range slices.Sorted(maps.Keys(files)) {
 		for _, obj := range files[path].objects {
 			kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -260,23 +311,60 @@ func (s *Source) read(logger klog.Logger) (map[string]map[string]object, []error
 			desired[kind][obj.GetName()] = obj
 		}
 	}
-	return desired, problems, contents, nil
+	return desired, problems
 }
 
-// readFile returns a file's content, or that it is a directory (which is skipped).
-func readFile(path string) ([]byte, bool, error) {
-	info, err := os.Stat(path)
-	if err == nil && info.IsDir() {
-		return nil, true, nil
+// sameDeclarations says whether the files of after declare what those of before did: the
+// same files, each with the very objects it had.
+func sameDeclarations(before, after map[string]*fileState) bool {
+	if len(before) != len(after) {
+		return false
 	}
-	var data []byte
-	if err == nil {
-		data, err = os.ReadFile(path)
+	for path, a := range after {
+		b, ok := before[path]
+		if !ok || len(a.objects) != len(b.objects) || len(a.objects) > 0 && &a.objects[0] != &b.objects[0] {
+			return false
+		}
 	}
+	return true
+}
+
+// readResult is what readIfChanged found.
+type readResult struct {
+	// dir says the path is a directory, which is skipped; unchanged, that stat says the file
+	// holds the content last read, which is not read again.
+	dir, unchanged bool
+	// data is the content read, id what stat said of it, and trusted whether the same id
+	// later means the same content (see fileID).
+	data    []byte
+	id      fileID
+	trusted bool
+}
+
+// readIfChanged reads the file at path, symlinks followed, unless it is a directory or stat
+// says it holds the content last read. It reads only a regular file within the size cap.
+func (s *Source) readIfChanged(path string, prev *fileState) (readResult, error) {
+	info, err := statManifest(path)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", path, err)
+		return readResult{}, err
 	}
-	return data, false, nil
+	if info.IsDir() {
+		return readResult{dir: true}, nil
+	}
+	if err := checkRegular(path, info.Mode()); err != nil {
+		return readResult{}, err
+	}
+	if err := checkSize(path, info.Size(), s.maxFileSize); err != nil {
+		return readResult{}, err
+	}
+	if prev.unchanged(identify(info)) {
+		return readResult{unchanged: true}, nil
+	}
+	data, id, readStart, err := readManifest(path, s.maxFileSize)
+	if err != nil {
+		return readResult{}, err
+	}
+	return readResult{data: data, id: id, trusted: id.trustedAfterRead(readStart)}, nil
 }
 
 func isManifest(name string) bool {

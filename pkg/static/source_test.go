@@ -51,7 +51,7 @@ func entryNamed(name, spiffeID string) string {
 // ClusterStaticEntry informer, once synced.
 func startSource(t *testing.T, dir string) spirelisters.ClusterStaticEntryLister {
 	t.Helper()
-	source, err := NewSource(context.Background(), dir, false, 20*time.Millisecond)
+	source, err := NewSource(context.Background(), dir, Options{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestNewSourceRefusesProblems(t *testing.T) {
 			for name, content := range tc.files {
 				writeManifest(t, dir, name, content)
 			}
-			_, err := NewSource(context.Background(), dir, false, time.Second)
+			_, err := NewSource(context.Background(), dir, Options{PollInterval: time.Second})
 			if err == nil {
 				t.Fatal("NewSource accepted the directory")
 			}
@@ -206,7 +206,7 @@ func TestNewSourceRefusesProblems(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewSource(context.Background(), filepath.Join(t.TempDir(), "missing"), false, time.Second); err == nil || !strings.Contains(err.Error(), "staticManifestPath") {
+	if _, err := NewSource(context.Background(), filepath.Join(t.TempDir(), "missing"), Options{PollInterval: time.Second}); err == nil || !strings.Contains(err.Error(), "staticManifestPath") {
 		t.Errorf("missing directory: err = %v, want one naming staticManifestPath", err)
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -41,6 +40,8 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/spire-registrar/spire-registrar/pkg/serving"
 )
 
 const (
@@ -139,22 +140,14 @@ func (w *Webhook) Listen() (net.Listener, error) {
 // Serve is Run on a listener from Listen; it closes the listener when ctx is done.
 func (w *Webhook) Serve(ctx context.Context, listener net.Listener) {
 	logger := klog.FromContext(ctx)
-	server := newServer(ctx, w.opts.Validators.Handler(),
-		&tls.Config{GetCertificate: w.cert.get, MinVersion: tls.VersionTLS12}, w.limits)
-	listener = limitListener(listener, w.limits)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
 		logger.Info("Serving the validating webhook", "address", listener.Addr().String())
-		if err := server.ServeTLS(listener, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		tlsConfig := &tls.Config{GetCertificate: w.cert.get, MinVersion: tls.VersionTLS12}
+		if err := serving.Serve(ctx, listener, w.opts.Validators.handler(w.limits), tlsConfig, w.limits.Limits); err != nil {
 			logger.Error(err, "Webhook server stopped")
 		}
-	})
-	wg.Go(func() {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = server.Shutdown(shutdownCtx)
 	})
 	w.keepCurrent(ctx)
 }

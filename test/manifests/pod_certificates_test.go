@@ -54,6 +54,9 @@ const (
 	podCertificateSigner = "spire.spiffe.io/x509-svid"
 	// podCertificateRole names the component's ClusterRole and ClusterRoleBinding.
 	podCertificateRole = "spire-registrar-pod-certificates"
+	// federatedSigner is the signer name the component grants attest for, for the bundles of
+	// federated trust domains (podCertificates.federatedSignerName in the examples).
+	federatedSigner = "spire.spiffe.io/x509-svid-federated"
 	// otherSigner stands for any signer that is not spire-registrar's.
 	otherSigner = "example.com/other"
 )
@@ -67,7 +70,7 @@ var wantPodCertificateRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"podcertificaterequests"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"podcertificaterequests/status"}, Verbs: []string{"update"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{podCertificateSigner}, Verbs: []string{"sign"}},
-	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{podCertificateSigner}, Verbs: []string{"attest"}},
+	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{podCertificateSigner, federatedSigner}, Verbs: []string{"attest"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}, Verbs: []string{"create", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}},
@@ -122,6 +125,7 @@ func podCertificateAccesses() (reads, writes []access) {
 	writes = append(writes, accesses([]string{"update"}, group, []string{"podcertificaterequests"}, "status", "")...)
 	writes = append(writes, accesses([]string{"update"}, group, []string{"podcertificaterequests"}, "status", metav1.NamespaceDefault)...)
 	writes = append(writes, named(accesses([]string{"sign", "attest"}, group, []string{"signers"}, "", ""), podCertificateSigner)...)
+	writes = append(writes, named(accesses([]string{"attest"}, group, []string{"signers"}, "", ""), federatedSigner)...)
 	writes = append(writes, accesses([]string{"create", "update", "delete"}, group, []string{"clustertrustbundles"}, "", "")...)
 	writes = append(writes, named(accesses([]string{"update", "delete"}, group, []string{"clustertrustbundles"}, "", ""), bundleName("example.org"))...)
 	return reads, writes
@@ -154,6 +158,8 @@ func podCertificateDenied() []access {
 	}
 	denied = append(denied, accesses([]string{"sign", "attest"}, group, []string{"signers"}, "", "")...)
 	denied = append(denied, named(accesses([]string{"approve"}, group, []string{"signers"}, "", ""), podCertificateSigner)...)
+	// The federated signer name only publishes bundles: nothing is signed for it.
+	denied = append(denied, named(accesses([]string{"sign", "approve"}, group, []string{"signers"}, "", ""), federatedSigner)...)
 	denied = append(denied, accesses([]string{"create", "update", "patch", "delete", "deletecollection"}, group, []string{"podcertificaterequests"}, "", metav1.NamespaceDefault)...)
 	denied = append(denied, accesses([]string{"patch"}, group, []string{"podcertificaterequests"}, "status", metav1.NamespaceDefault)...)
 	denied = append(denied, accesses([]string{"patch", "deletecollection"}, group, []string{"clustertrustbundles"}, "", "")...)

@@ -83,6 +83,8 @@ type worldOptions struct {
 	noNodeOnlyPolicy bool
 	// trustNonNodeRequesters sets podCertificates.trustNonNodeRequesters.
 	trustNonNodeRequesters bool
+	// federatedSignerName is podCertificates.federatedSignerName; empty: none.
+	federatedSignerName string
 }
 
 // world is a kube-apiserver that authorizes nodes as a cluster with kubelets does (Node
@@ -103,6 +105,8 @@ type world struct {
 	// waitForIdentity and gcInterval are the config's for the next start: 2s and gcInterval
 	// unless a test sets them.
 	waitForIdentity, gcInterval time.Duration
+	// federatedSignerName is the config's podCertificates.federatedSignerName.
+	federatedSignerName string
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -110,7 +114,8 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), opts: opts, waitForIdentity: 2 * time.Second, gcInterval: gcInterval}
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), opts: opts, waitForIdentity: 2 * time.Second, gcInterval: gcInterval,
+		federatedSignerName: opts.federatedSignerName}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
 		// CA keys on disk, as a deployment keeps them: a server that is killed and restarted
@@ -149,6 +154,10 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 // X509-SVID, the pod certificate signer on, and a short gcInterval and waitForIdentity. The
 // entry ID prefix keeps its resyncs from deleting the entries the tests create with the CLI.
 func (w *world) config() string {
+	federated := ""
+	if w.federatedSignerName != "" {
+		federated = "  federatedSignerName: " + w.federatedSignerName + "\n"
+	}
 	return fmt.Sprintf(`apiVersion: spire.spiffe.io/v1alpha1
 kind: ControllerManagerConfig
 trustDomain: %s
@@ -161,7 +170,7 @@ workloadAPISocketPath: %s
 podCertificates:
   enabled: true
   waitForIdentity: %s
-`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + trustLine(w.opts.trustNonNodeRequesters)
+`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + federated + trustLine(w.opts.trustNonNodeRequesters)
 }
 
 // trustLine is the config line of podCertificates.trustNonNodeRequesters when trusted.

@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
@@ -41,18 +40,18 @@ import (
 // clusterSPIFFEIDs is the controller's ClusterSPIFFEID side: their lister, their compiled
 // forms, the queue of those whose change fans out to pods, and their status.
 type clusterSPIFFEIDs struct {
-	// lister is nil when ClusterSPIFFEIDs are skipped.
 	lister   spirelisters.ClusterSPIFFEIDLister
 	compiled *render.CompiledClusterSPIFFEIDs
 	fanOut   workqueue.TypedRateLimitingInterface[string]
 	status   *clusterSPIFFEIDStatus
 }
 
-func newClusterSPIFFEIDs(statusClient spireclientset.Interface) *clusterSPIFFEIDs {
+func newClusterSPIFFEIDs(lister spirelisters.ClusterSPIFFEIDLister, status *runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID]) *clusterSPIFFEIDs {
 	return &clusterSPIFFEIDs{
+		lister:   lister,
 		compiled: render.NewCompiledClusterSPIFFEIDs(),
 		fanOut:   runner.NewQueue[string]("spire_registrar_clusterspiffeids", 50, 500),
-		status:   newClusterSPIFFEIDStatus(statusClient),
+		status:   newClusterSPIFFEIDStatus(status),
 	}
 }
 
@@ -89,9 +88,6 @@ func (c *clusterSPIFFEIDs) enqueue(obj any) {
 // activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
 // most preferred first.
 func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
-	if c.opts.SkipClusterSPIFFEIDs {
-		return nil, nil
-	}
 	all, err := c.clusterSPIFFEIDs.lister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)

@@ -18,16 +18,12 @@ package entry
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
@@ -53,20 +49,18 @@ const (
 // not paced.
 type clusterSPIFFEIDStatus struct {
 	// queue holds the names whose status may be out of date.
-	queue workqueue.TypedRateLimitingInterface[string]
-	// client writes status; nil when none is written (static mode, dry run).
-	client     spireclientset.Interface
-	conditions runner.ConditionSupport
+	queue  workqueue.TypedRateLimitingInterface[string]
+	writer *runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID]
 
 	mu sync.Mutex
 	// cost is what counting each ClusterSPIFFEID's status took last.
 	cost map[string]time.Duration
 }
 
-func newClusterSPIFFEIDStatus(client spireclientset.Interface) *clusterSPIFFEIDStatus {
+func newClusterSPIFFEIDStatus(writer *runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID]) *clusterSPIFFEIDStatus {
 	return &clusterSPIFFEIDStatus{
 		queue:  runner.NewQueue[string]("spire_registrar_clusterspiffeid_status", 50, 500),
-		client: client,
+		writer: writer,
 		cost:   map[string]time.Duration{},
 	}
 }
@@ -119,17 +113,6 @@ func (s *clusterSPIFFEIDStatus) delay() time.Duration {
 
 // write writes a ClusterSPIFFEID's stats and Ready condition when they changed.
 func (s *clusterSPIFFEIDStatus) write(ctx context.Context, clusterSPIFFEID *spirev1alpha1.ClusterSPIFFEID, stats spirev1alpha1.ClusterSPIFFEIDStats, ready metav1.Condition) error {
-	updated := clusterSPIFFEID.DeepCopy()
-	updated.Status.Stats = stats
-	s.conditions.Set(&updated.Status.Conditions, ready)
-	if s.client == nil || apiequality.Semantic.DeepEqual(clusterSPIFFEID.Status, updated.Status) {
-		return nil
-	}
-	echo, err := s.client.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("updating status of ClusterSPIFFEID %s: %w", clusterSPIFFEID.Name, err)
-	}
-	s.conditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
-	klog.FromContext(ctx).V(2).Info("Updated ClusterSPIFFEID status", "stats", stats)
-	return nil
+	_, err := s.writer.Write(ctx, clusterSPIFFEID, func(updated *spirev1alpha1.ClusterSPIFFEID) { updated.Status.Stats = stats }, ready)
+	return err
 }

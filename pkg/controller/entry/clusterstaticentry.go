@@ -22,16 +22,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
@@ -48,15 +45,14 @@ type clusterStaticEntries struct {
 	lister  spirelisters.ClusterStaticEntryLister
 	queue   workqueue.TypedRateLimitingInterface[string]
 	parking *runner.Parking[string]
-	// statusClient writes status; nil when none is written (static mode, dry run).
-	statusClient spireclientset.Interface
-	conditions   runner.ConditionSupport
+	status  *runner.StatusWriter[*spirev1alpha1.ClusterStaticEntry]
 }
 
-func newClusterStaticEntries(lister spirelisters.ClusterStaticEntryLister, statusClient spireclientset.Interface, probe func(context.Context) error) *clusterStaticEntries {
+func newClusterStaticEntries(lister spirelisters.ClusterStaticEntryLister, status *runner.StatusWriter[*spirev1alpha1.ClusterStaticEntry],
+	probe func(context.Context) error) *clusterStaticEntries {
 	const name = "spire_registrar_clusterstaticentries"
 	queue := runner.NewQueue[string](name, 50, 500)
-	return &clusterStaticEntries{lister: lister, queue: queue, parking: runner.NewParking(name, queue, probe), statusClient: statusClient}
+	return &clusterStaticEntries{lister: lister, queue: queue, parking: runner.NewParking(name, queue, probe), status: status}
 }
 
 // addClusterStaticEntryEventHandlers maps ClusterStaticEntry events to their names, and to
@@ -254,25 +250,13 @@ func (c *Controller) updateClusterStaticEntryStatus(ctx context.Context, name st
 	if ready.Reason == spirev1alpha1.ReasonInvalidSpec || ready.Reason == spirev1alpha1.ReasonWriteFailed {
 		c.events.Recorder.Event(cse, corev1.EventTypeWarning, ready.Reason, ready.Message)
 	}
-	updated := cse.DeepCopy()
-	updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
-	statics.conditions.Set(&updated.Status.Conditions, ready)
-	if apiequality.Semantic.DeepEqual(cse.Status, updated.Status) {
-		return nil
-	}
-	if o.masked && !cse.Status.Masked {
+	changed, err := statics.status.Write(ctx, cse, func(updated *spirev1alpha1.ClusterStaticEntry) {
+		updated.Status.Rendered, updated.Status.Masked, updated.Status.Set = o.rendered, o.masked, o.set
+	}, ready)
+	if changed && o.masked && !cse.Status.Masked {
 		c.events.Recorder.Event(cse, corev1.EventTypeWarning, spirev1alpha1.ReasonMasked, ready.Message)
 	}
-	if statics.statusClient == nil {
-		return nil
-	}
-	echo, err := statics.statusClient.SpireV1alpha1().ClusterStaticEntries().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("updating status of ClusterStaticEntry %s: %w", name, err)
-	}
-	statics.conditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
-	klog.FromContext(ctx).V(2).Info("Updated ClusterStaticEntry status", "clusterStaticEntry", name, "ready", ready.Status, "reason", ready.Reason)
-	return nil
+	return err
 }
 
 // readyCondition is the Ready condition a ClusterStaticEntry's outcome amounts to.

@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -46,6 +47,7 @@ import (
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
@@ -97,28 +99,38 @@ type Controller struct {
 	reconciler *reconciler.Reconciler // owns SPIRE: the entry cache, the diff and the writes
 	events     *runner.Events         // records Events, or only logs them
 
-	pods            *informercache.PodLister           // pods, read as views and expanded only to render
-	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors and templates
-	nodeLister      corelisters.NodeLister             // nodes, for templates and parent IDs
-	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
-	cachesSynced    []cache.InformerSynced             // the informers Run waits for
+	// podSide is everything about pods and ClusterSPIFFEIDs; nil when they are skipped.
+	*podSide
+	cachesSynced []cache.InformerSynced // the informers Run waits for
 
-	podQueue   workqueue.TypedRateLimitingInterface[types.UID] // pod UIDs to sync
-	podParking *runner.Parking[types.UID]                      // pods waiting for SPIRE to answer
-	podLatency *metrics.PodEntryLatencyTracker                 // each pod's time to its entries
-
-	clusterSPIFFEIDs     *clusterSPIFFEIDs     // lister, compiled cache, fan-out and status
 	clusterStaticEntries *clusterStaticEntries // lister, queue, parking and status
 
 	synced   atomic.Bool     // set once the first full resync succeeded; nothing is written before
 	handlers runner.Handlers // the event handlers added to the informers, removed when Run returns
 }
 
+// podSide is the part of the controller that exists only when it reconciles ClusterSPIFFEIDs:
+// the listers pod entries are rendered from, the pod queue, and the ClusterSPIFFEIDs. Without
+// it the controller reads no pod: asking for their informers would cache every pod of the
+// cluster for no use.
+type podSide struct {
+	pods            *informercache.PodLister           // pods, read as views and expanded only to render
+	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors and templates
+	nodeLister      corelisters.NodeLister             // nodes, for templates and parent IDs
+	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
+
+	podQueue   workqueue.TypedRateLimitingInterface[types.UID] // pod UIDs to sync
+	podParking *runner.Parking[types.UID]                      // pods waiting for SPIRE to answer
+	podLatency *metrics.PodEntryLatencyTracker                 // each pod's time to its entries
+
+	clusterSPIFFEIDs *clusterSPIFFEIDs // lister, compiled cache, fan-out and status
+}
+
 // NewController wires the controller to the given informers. It registers indexes and event
 // handlers but starts nothing: the caller starts the informer factories, then calls Run.
 //
-// When opts.SkipClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used and the
-// others may be nil. kubeClient, which receives Events, and spireAPI, which writes the status
+// When opts.SkipClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used, the others
+// may be nil, and the controller has no pod side. kubeClient, which receives Events, and spireAPI, which writes the status
 // of our resources, may be nil: Events are then only logged and status is left alone (static
 // mode, where the resources are files). opts.DryRun has the same effect with both set.
 func NewController(
@@ -144,38 +156,40 @@ func NewController(
 	if err != nil {
 		return nil, err
 	}
-	if opts.DryRun {
-		spireAPI = nil // A dry run writes no status.
-	}
 	c := &Controller{
 		opts:       opts,
 		renderer:   r,
 		reconciler: reconciler.NewReconciler(spireClient, opts.Options),
 		events:     runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
-		podQueue:   runner.NewQueue[types.UID](podQueueName, 50, 500),
-		podLatency: metrics.NewPodEntryLatencyTracker(),
 	}
-	c.podParking = runner.NewParking(podQueueName, c.podQueue, c.reconciler.Probe)
-	c.clusterSPIFFEIDs = newClusterSPIFFEIDs(spireAPI)
-	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), spireAPI, c.reconciler.Probe)
+	clusterSPIFFEIDStatus, clusterStaticEntryStatus := statusWriters(spireAPI, opts.DryRun)
+	c.clusterStaticEntries = newClusterStaticEntries(clusterStaticEntryInformer.Lister(), clusterStaticEntryStatus, c.reconciler.Probe)
 	c.cachesSynced = []cache.InformerSynced{clusterStaticEntryInformer.Informer().HasSynced}
 	if err := c.addClusterStaticEntryEventHandlers(clusterStaticEntryInformer); err != nil {
 		return nil, err
 	}
 	if opts.SkipClusterSPIFFEIDs {
-		// Nothing reads pods then: asking for their informers would cache every pod of the
-		// cluster for no use.
 		return c, nil
 	}
 	if podInformer == nil || namespaceInformer == nil || nodeInformer == nil || sliceInformer == nil || clusterSPIFFEIDInformer == nil {
 		return nil, fmt.Errorf("the informers of pods, namespaces, nodes, EndpointSlices and ClusterSPIFFEIDs are required unless ClusterSPIFFEIDs are skipped")
 	}
-	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
+	podQueue := runner.NewQueue[types.UID](podQueueName, 50, 500)
+	p := &podSide{
+		namespaceLister:  namespaceInformer.Lister(),
+		nodeLister:       nodeInformer.Lister(),
+		podQueue:         podQueue,
+		podParking:       runner.NewParking(podQueueName, podQueue, c.reconciler.Probe),
+		podLatency:       metrics.NewPodEntryLatencyTracker(),
+		clusterSPIFFEIDs: newClusterSPIFFEIDs(clusterSPIFFEIDInformer.Lister(), clusterSPIFFEIDStatus),
+	}
+	if p.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
 		return nil, err
 	}
-	c.namespaceLister = namespaceInformer.Lister()
-	c.nodeLister = nodeInformer.Lister()
-	c.clusterSPIFFEIDs.lister = clusterSPIFFEIDInformer.Lister()
+	if p.slices, err = informercache.NewEndpointSliceLister(sliceInformer.Informer()); err != nil {
+		return nil, err
+	}
+	c.podSide = p
 	c.cachesSynced = append(c.cachesSynced,
 		sliceInformer.Informer().HasSynced,
 		podInformer.Informer().HasSynced,
@@ -183,9 +197,6 @@ func NewController(
 		nodeInformer.Informer().HasSynced,
 		clusterSPIFFEIDInformer.Informer().HasSynced,
 	)
-	if c.slices, err = informercache.NewEndpointSliceLister(sliceInformer.Informer()); err != nil {
-		return nil, err
-	}
 	if err := c.addPodEventHandlers(klog.FromContext(ctx), podInformer, namespaceInformer, nodeInformer, sliceInformer, clusterSPIFFEIDInformer); err != nil {
 		return nil, err
 	}
@@ -200,13 +211,42 @@ func (c *Controller) HasSynced() bool {
 
 // Waiting is how many keys (pods and ClusterStaticEntries) wait for SPIRE to answer.
 func (c *Controller) Waiting() int {
-	return c.podParking.Len() + c.clusterStaticEntries.parking.Len()
+	n := c.clusterStaticEntries.parking.Len()
+	if c.podSide != nil {
+		n += c.podParking.Len()
+	}
+	return n
 }
 
 // Run waits for the informers, runs the first full resync (retrying until SPIRE answers),
 // then runs workers until ctx is done. It returns once every goroutine it started has ended.
-func (c *Controller) Run(ctx context.Context, workers int) {
+func (c *Controller) Run(ctx context.Context, podWorkers int) {
 	statics := c.clusterStaticEntries
+	var workers []runner.Workers
+	var queues []runner.ShutDowner
+	if p := c.podSide; p != nil {
+		workers = append(workers,
+			runner.Workers{Count: podWorkers, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "pod", p.podQueue, p.podParking, c.syncPod)
+			}},
+			runner.Workers{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterSPIFFEID", p.clusterSPIFFEIDs.fanOut, nil, c.syncClusterSPIFFEID)
+			}},
+			runner.Workers{Count: 1, Work: func(ctx context.Context) {
+				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", p.clusterSPIFFEIDs.status.queue, nil, c.syncClusterSPIFFEIDStatus)
+			}},
+			runner.Workers{Count: 1, Work: p.podParking.Run},
+		)
+		queues = append(queues, p.podQueue, p.clusterSPIFFEIDs.fanOut, p.clusterSPIFFEIDs.status.queue)
+	}
+	workers = append(workers,
+		// One worker: syncClusterStaticEntry relies on it.
+		runner.Workers{Count: 1, Work: func(ctx context.Context) {
+			runner.Work(ctx, ControllerName, "clusterStaticEntry", statics.queue, statics.parking, c.syncClusterStaticEntry)
+		}},
+		runner.Workers{Count: 1, Work: statics.parking.Run},
+	)
+	queues = append(queues, statics.queue)
 	runner.Run(ctx, runner.Loop{
 		Name:           ControllerName,
 		Events:         c.events,
@@ -217,25 +257,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		MaxResyncShare: c.opts.MaxResyncShare,
 		WatchSPIRE:     c.reconciler.WatchSPIRE,
 		OnSynced:       func() { c.synced.Store(true) },
-		Workers: []runner.Workers{
-			{Count: workers, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "pod", c.podQueue, c.podParking, c.syncPod)
-			}},
-			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEID", c.clusterSPIFFEIDs.fanOut, nil, c.syncClusterSPIFFEID)
-			}},
-			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterSPIFFEIDStatus", c.clusterSPIFFEIDs.status.queue, nil, c.syncClusterSPIFFEIDStatus)
-			}},
-			// One worker: syncClusterStaticEntry relies on it.
-			{Count: 1, Work: func(ctx context.Context) {
-				runner.Work(ctx, ControllerName, "clusterStaticEntry", statics.queue, statics.parking, c.syncClusterStaticEntry)
-			}},
-			{Count: 1, Work: c.podParking.Run},
-			{Count: 1, Work: statics.parking.Run},
-		},
-		Queues:   []runner.ShutDowner{c.podQueue, c.clusterSPIFFEIDs.fanOut, c.clusterSPIFFEIDs.status.queue, statics.queue},
-		Handlers: &c.handlers,
+		Workers:        workers,
+		Queues:         queues,
+		Handlers:       &c.handlers,
 	})
 }
 
@@ -400,4 +424,19 @@ func (c *Controller) onSliceUpdate(oldObj, newObj any) {
 	}
 	c.enqueueSlicePods(oldSlice)
 	c.enqueueSlicePods(newSlice)
+}
+
+// statusWriters returns the writers of ClusterSPIFFEID and ClusterStaticEntry status. Without
+// a client, or in a dry run, they write nothing.
+func statusWriters(client spireclientset.Interface, dryRun bool) (*runner.StatusWriter[*spirev1alpha1.ClusterSPIFFEID], *runner.StatusWriter[*spirev1alpha1.ClusterStaticEntry]) {
+	var updateClusterSPIFFEID func(context.Context, *spirev1alpha1.ClusterSPIFFEID, metav1.UpdateOptions) (*spirev1alpha1.ClusterSPIFFEID, error)
+	var updateClusterStaticEntry func(context.Context, *spirev1alpha1.ClusterStaticEntry, metav1.UpdateOptions) (*spirev1alpha1.ClusterStaticEntry, error)
+	if client != nil {
+		updateClusterSPIFFEID = client.SpireV1alpha1().ClusterSPIFFEIDs().UpdateStatus
+		updateClusterStaticEntry = client.SpireV1alpha1().ClusterStaticEntries().UpdateStatus
+	}
+	return runner.NewStatusWriter("ClusterSPIFFEID", updateClusterSPIFFEID, dryRun,
+			func(o *spirev1alpha1.ClusterSPIFFEID) *[]metav1.Condition { return &o.Status.Conditions }),
+		runner.NewStatusWriter("ClusterStaticEntry", updateClusterStaticEntry, dryRun,
+			func(o *spirev1alpha1.ClusterStaticEntry) *[]metav1.Condition { return &o.Status.Conditions })
 }

@@ -35,16 +35,20 @@ func (c *Controller) fullResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
+	if p := c.podSide; p != nil {
+		p.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
+		// A write SPIRE refused (see below) is retried pod by pod.
+		for _, uid := range res.RetryPods {
+			p.podQueue.AddRateLimited(uid)
+		}
+	}
 	// Static entries are few: resync each, which also brings its status up to date.
 	c.enqueueAllClusterStaticEntries()
 	if res.WriteErr != nil {
 		// A write SPIRE refuses (a federatesWith naming a trust domain it has no bundle for,
 		// say) must not hold up everything else: the resync still counts, since the picture
-		// it acted on was complete, and the failed keys are retried with backoff on their own.
-		for _, uid := range res.RetryPods {
-			c.podQueue.AddRateLimited(uid)
-		}
+		// it acted on was complete, and the failed keys (pods above) are retried with backoff
+		// on their own.
 		for _, name := range res.RetryNames {
 			c.clusterStaticEntries.queue.AddRateLimited(name)
 		}
@@ -74,7 +78,7 @@ func (c *Controller) declareAll(ctx context.Context) (reconciler.Declared, error
 func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map[types.UID][]string, error) {
 	var declared reconciler.Declared
 	renderFailures := map[types.UID][]string{}
-	if c.opts.SkipClusterSPIFFEIDs {
+	if c.podSide == nil {
 		return declared, renderFailures, nil
 	}
 	clusterSPIFFEIDs, err := c.activeClusterSPIFFEIDs()

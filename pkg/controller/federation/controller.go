@@ -31,6 +31,7 @@ import (
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
+	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
@@ -55,6 +56,9 @@ type Options struct {
 	fedreconciler.Options
 	// ResyncInterval is how often SPIRE is listed in full to repair out-of-band changes.
 	ResyncInterval time.Duration
+	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
+	// (see runner.Loop); 0 means runner.DefaultMaxResyncShare.
+	MaxResyncShare float64
 }
 
 // Controller keeps SPIRE's federation relationships equal to what ClusterFederatedTrustDomains
@@ -67,12 +71,9 @@ type Options struct {
 // controller's back. The controller owns the Kubernetes side: informer, handlers, queue,
 // Events and status; the reconciler (pkg/reconciler/federation) owns the SPIRE side.
 type Controller struct {
-	opts Options
-	// spireAPI writes the status of our resources; nil leaves status alone.
-	spireAPI spireclientset.Interface
-	// conditions learns whether the installed CRD keeps status.conditions.
-	conditions runner.ConditionSupport
-	events     *runner.Events
+	opts   Options
+	status *runner.StatusWriter[*spirev1alpha1.ClusterFederatedTrustDomain]
+	events *runner.Events
 
 	cftdLister  spirelisters.ClusterFederatedTrustDomainLister
 	cftdIndexer cache.Indexer
@@ -111,10 +112,10 @@ func NewController(
 	}
 
 	c := &Controller{
-		opts:     opts,
-		spireAPI: spireAPI,
-		events:   runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
-		spire:    spireClient,
+		opts:   opts,
+		status: newStatusWriter(spireAPI, opts.DryRun),
+		events: runner.NewEvents(ctx, ControllerName, kubeClient, opts.DryRun),
+		spire:  spireClient,
 
 		cftdLister:  cftdInformer.Lister(),
 		cftdIndexer: cftdInformer.Informer().GetIndexer(),
@@ -163,6 +164,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		CachesSynced:   []cache.InformerSynced{c.cftdSynced},
 		Resync:         c.fullResync,
 		ResyncInterval: c.opts.ResyncInterval,
+		MaxResyncShare: c.opts.MaxResyncShare,
 		WatchSPIRE:     c.watchSPIRE,
 		OnSynced:       func() { c.synced.Store(true) },
 		Workers:        []runner.Workers{{Count: workers, Work: c.worker}, {Count: 1, Work: c.parking.Run}},

@@ -685,3 +685,36 @@ func TestClassName(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxResyncShareStretchesTheInterval: the controller rests after a full resync as
+// --max-resync-share says. With a share so small that any resync's rest outlasts the test,
+// the initial resync and the first periodic one are the only lists of SPIRE, where the
+// default share would list again every millisecond.
+func TestMaxResyncShareStretchesTheInterval(t *testing.T) {
+	env := newTestEnv(t)
+	env.c.opts.ResyncInterval = time.Millisecond
+	env.c.opts.MaxResyncShare = 1e-9
+	ctx, cancel := context.WithCancel(env.ctx)
+	env.factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		env.c.Run(ctx, 1)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		env.factory.Shutdown()
+	})
+	lists := func() int { return env.spire.Calls(spiretest.MethodListFederationRelationships) }
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return lists() >= 2, nil
+	}); err != nil {
+		t.Fatalf("waiting for the initial and the first periodic resync: %v (%d lists)", err, lists())
+	}
+	// Any further list would come within a millisecond or two if the share were not honoured.
+	time.Sleep(200 * time.Millisecond)
+	if n := lists(); n != 2 {
+		t.Errorf("SPIRE was listed %d times, want 2: the rest after a resync ignores MaxResyncShare", n)
+	}
+}

@@ -18,13 +18,11 @@ package federation
 
 import (
 	"context"
-	"fmt"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/klog/v2"
 
+	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	fedreconciler "github.com/spire-registrar/spire-registrar/pkg/reconciler/federation"
@@ -51,12 +49,6 @@ func readyConditions(cftds []*spirev1alpha1.ClusterFederatedTrustDomain, problem
 	return out
 }
 
-// writesStatus reports whether status may be written: never without an API (static mode) or
-// in a dry run, which writes nothing anywhere. The entry controller has the same rule.
-func (c *Controller) writesStatus() bool {
-	return c.spireAPI != nil && !c.opts.DryRun
-}
-
 // writeStatus sets the Ready condition of each resource of this controller's class.
 func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.ClusterFederatedTrustDomain, conditions map[string]metav1.Condition) error {
 	var errs []error
@@ -64,32 +56,20 @@ func (c *Controller) writeStatus(ctx context.Context, cftds []*spirev1alpha1.Clu
 		if cftd.DeletionTimestamp != nil || !c.opts.Class.Matches(cftd.Spec.ClassName) {
 			continue
 		}
-		if err := c.updateClusterFederatedTrustDomainStatus(ctx, cftd, conditions[cftd.Name]); err != nil {
+		if _, err := c.status.Write(ctx, cftd, nil, conditions[cftd.Name]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return utilerrors.NewAggregate(errs)
 }
 
-// updateClusterFederatedTrustDomainStatus is the one function that writes the status of a
-// ClusterFederatedTrustDomain. It writes only when the condition changes the status, and
-// never in a dry run or without a client.
-func (c *Controller) updateClusterFederatedTrustDomainStatus(ctx context.Context, cftd *spirev1alpha1.ClusterFederatedTrustDomain, ready metav1.Condition) error {
-	if !c.writesStatus() {
-		return nil
+// newStatusWriter returns the writer of ClusterFederatedTrustDomain status. Without a client,
+// or in a dry run, it writes nothing.
+func newStatusWriter(client spireclientset.Interface, dryRun bool) *runner.StatusWriter[*spirev1alpha1.ClusterFederatedTrustDomain] {
+	var update func(context.Context, *spirev1alpha1.ClusterFederatedTrustDomain, metav1.UpdateOptions) (*spirev1alpha1.ClusterFederatedTrustDomain, error)
+	if client != nil {
+		update = client.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus
 	}
-	updated := cftd.DeepCopy()
-	c.conditions.Set(&updated.Status.Conditions, ready)
-	if apiequality.Semantic.DeepEqual(cftd.Status, updated.Status) {
-		return nil
-	}
-	logger := klog.FromContext(ctx)
-	echo, err := c.spireAPI.SpireV1alpha1().ClusterFederatedTrustDomains().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("updating status of ClusterFederatedTrustDomain %s: %w", cftd.Name, err)
-	}
-	c.conditions.Learn(updated.Status.Conditions, echo.Status.Conditions)
-	logger.V(2).Info("Updated ClusterFederatedTrustDomain status", "clusterFederatedTrustDomain", klog.KObj(cftd),
-		"ready", ready.Status, "reason", ready.Reason)
-	return nil
+	return runner.NewStatusWriter("ClusterFederatedTrustDomain", update, dryRun,
+		func(o *spirev1alpha1.ClusterFederatedTrustDomain) *[]metav1.Condition { return &o.Status.Conditions })
 }

@@ -30,6 +30,7 @@ package podcertificate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -104,6 +105,10 @@ type Options struct {
 	// DryRun writes nothing: no request status and no ClusterTrustBundle; what would be
 	// written is logged.
 	DryRun bool
+	// FederatedSignerName, when not empty, is the signer name the bundles of the trust
+	// domains SPIRE federates with are published for (see federatedbundles.go); the authority
+	// must then be a FederatedAuthority.
+	FederatedSignerName string
 }
 
 // Authority is what the controller needs of SPIRE: its CA, and the authorities it publishes.
@@ -124,7 +129,7 @@ type Controller struct {
 	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
 	caches   []cache.InformerSynced                  // the informers Run waits for
 	requests certlisters.PodCertificateRequestLister // the requests for the signer name
-	bundles  certlisters.ClusterTrustBundleLister    // the bundles of the signer name
+	bundles  certlisters.ClusterTrustBundleLister    // the bundles, at least those marked as spire-registrar's
 
 	pods            *informercache.PodLister           // pods, read as views and expanded to render
 	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors
@@ -139,12 +144,16 @@ type Controller struct {
 	waiting     *waitingRequests                             // requests waiting for their pod to get an identity
 	bundleQueue workqueue.TypedRateLimitingInterface[string] // the trust bundle's one key
 	handlers    runner.Handlers                              // added to the informers, removed when Run returns
+
+	federatedAuthority FederatedAuthority                               // reads federated bundles; nil without a federated signer name
+	federated          atomic.Pointer[map[string][]spire.X509Authority] // federated trust domains' authorities as last listed
 }
 
-// NewController wires the controller to its informers: the requests and the bundles of the
-// signer name (the caller narrows their informers with a field selector on spec.signerName),
-// and the informers pods are rendered from. It registers indexes and event handlers and
-// starts nothing. client writes request status and bundles, and reads the pod and node an
+// NewController wires the controller to its informers: the requests of the signer name (the
+// caller narrows their informer with a field selector on spec.signerName), the bundles (the
+// caller may narrow them to those labelled ManagedByLabel=ManagedBy; others are never
+// touched), and the informers pods are rendered from. It registers indexes and event handlers
+// and starts nothing. client writes request status and bundles, and reads the pod and node an
 // informer may lag behind on before a request is denied for them.
 func NewController(
 	ctx context.Context,
@@ -194,6 +203,13 @@ func NewController(
 		bundleQueue: runner.NewQueue[string]("spire_registrar_clustertrustbundles", 10, 100),
 	}
 	c.parking = runner.NewParking(requestQueueName, c.queue, c.ca.probe)
+	if opts.FederatedSignerName != "" {
+		fa, ok := authority.(FederatedAuthority)
+		if !ok {
+			return nil, fmt.Errorf("publishing federated bundles needs a SPIRE client that lists federation relationships")
+		}
+		c.federatedAuthority = fa
+	}
 	if c.pods, err = informercache.NewPodLister(podInformer.Informer()); err != nil {
 		return nil, err
 	}
@@ -239,10 +255,13 @@ func NewController(
 	return c, nil
 }
 
-// Start gets the first CA from SPIRE, so that a caller SPIRE will never give one fails at
-// start with what to fix. Only that refusal is returned: when SPIRE is unreachable, Run keeps
-// asking.
+// Start refuses a signer name whose bundles another spire-registrar publishes, and gets the
+// first CA from SPIRE, so that a caller SPIRE will never give one fails at start with what to
+// fix. Only those refusals are returned: when SPIRE is unreachable, Run keeps asking.
 func (c *Controller) Start(ctx context.Context) error {
+	if err := c.checkBundleOwners(ctx); err != nil {
+		return err
+	}
 	return c.ca.first(ctx)
 }
 
@@ -339,7 +358,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	// renewIfDue records the authorities before it renews, so the bundle sync sees them even
 	// when the renewal fails. Requests that wait for a CA are retried by the parking once the
 	// CA is usable.
-	err = c.ca.renewIfDue(ctx, time.Now(), authorities)
+	err = errors.Join(c.ca.renewIfDue(ctx, time.Now(), authorities), c.listFederated(ctx))
 	c.bundleQueue.Add(bundleKey)
 	return err
 }

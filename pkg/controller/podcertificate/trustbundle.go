@@ -21,11 +21,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,68 +60,104 @@ func bundlePEM(authorities []spire.X509Authority) string {
 	return b.String()
 }
 
-// syncBundle makes the ClusterTrustBundles of the signer name hold exactly SPIRE's X.509
-// authorities as last listed: one bundle of this controller's, and no other of the signer
-// name, since pods that mount the signer's bundles by signer name would trust its roots too.
-// Nothing is done before SPIRE was first listed.
+// desiredBundle is what one ClusterTrustBundle of this instance's must hold.
+type desiredBundle struct {
+	trustDomain string
+	pem         string
+}
+
+// syncBundle brings this instance's ClusterTrustBundles up to date with SPIRE, as last
+// listed: one of the signer name for SPIRE's own X.509 authorities, and, with a federated
+// signer name, one of it for each trust domain SPIRE federates with. Each set is left as it
+// is until SPIRE was first listed for it. Bundles another spire-registrar published are
+// reported, never touched, and so are bundles without spire-registrar's marks.
 func (c *Controller) syncBundle(ctx context.Context, _ string) error {
-	authorities := c.ca.currentAuthorities()
-	if len(authorities) == 0 {
-		return nil
+	var errs []error
+	if authorities := c.ca.currentAuthorities(); len(authorities) > 0 {
+		td := c.opts.TrustDomain.Name()
+		errs = append(errs, c.syncSignerBundles(ctx, c.opts.SignerName, map[string]desiredBundle{
+			bundleName(c.opts.SignerName, td): {trustDomain: td, pem: bundlePEM(authorities)},
+		}))
 	}
-	want := bundlePEM(authorities)
-	name := bundleName(c.opts.SignerName, c.opts.TrustDomain.Name())
+	if federated := c.federated.Load(); federated != nil && c.opts.FederatedSignerName != "" {
+		errs = append(errs, c.syncSignerBundles(ctx, c.opts.FederatedSignerName, federatedBundles(c.opts.FederatedSignerName, c.opts.TrustDomain.Name(), *federated)))
+	}
+	return errors.Join(errs...)
+}
+
+// syncSignerBundles makes this instance's ClusterTrustBundles of signer exactly want, by
+// name: it creates and updates those of want, and deletes the others it owns.
+func (c *Controller) syncSignerBundles(ctx context.Context, signer string, want map[string]desiredBundle) error {
 	all, err := c.bundles.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing ClusterTrustBundles: %w", err)
 	}
+	self := c.owner()
+	ownName := bundleName(c.opts.SignerName, self.trustDomain)
 	logger := klog.FromContext(ctx)
 	bundles := c.client.CertificatesV1().ClusterTrustBundles()
-	found := false
+	var foreign []string
+	found := map[string]bool{}
 	for _, b := range all {
-		if b.Spec.SignerName != c.opts.SignerName {
+		if b.Spec.SignerName != signer {
 			continue
 		}
+		whose, owner := ownershipOf(b, self, ownName)
 		switch {
-		case b.Name != name:
+		case whose == anotherInstance:
+			foreign = append(foreign, fmt.Sprintf("%s (%s)", b.Name, owner))
+			continue
+		case whose == notOurs:
+			continue
+		}
+		d, wanted := want[b.Name]
+		if !wanted {
 			if c.opts.DryRun {
 				logger.Info("Dry run: would delete ClusterTrustBundle", "clusterTrustBundle", b.Name)
 				continue
 			}
-			if err := bundles.Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting ClusterTrustBundle %s of signer %s: %w", b.Name, c.opts.SignerName, err)
+			if err := bundles.Delete(ctx, b.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &b.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting ClusterTrustBundle %s of signer %s: %w", b.Name, signer, err)
 			}
-			logger.Info("Deleted a ClusterTrustBundle of the signer name that is not SPIRE's", "clusterTrustBundle", b.Name)
-		case b.Spec.TrustBundle != want:
-			found = true
-			if c.opts.DryRun {
-				logger.Info("Dry run: would update ClusterTrustBundle", "clusterTrustBundle", name, "authorities", len(authorities))
-				continue
-			}
-			updated := b.DeepCopy()
-			updated.Spec.TrustBundle = want
-			if _, err := bundles.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("updating ClusterTrustBundle %s: %w", name, err)
-			}
-			logger.Info("Updated the ClusterTrustBundle with SPIRE's X.509 authorities", "clusterTrustBundle", name, "authorities", len(authorities))
-		default:
-			found = true
+			logger.Info("Deleted a ClusterTrustBundle of ours that SPIRE no longer backs", "clusterTrustBundle", b.Name)
+			continue
 		}
+		found[b.Name] = true
+		if b.Spec.TrustBundle == d.pem && hasMarks(b.ObjectMeta, d.trustDomain, self) {
+			continue
+		}
+		if c.opts.DryRun {
+			logger.Info("Dry run: would update ClusterTrustBundle", "clusterTrustBundle", b.Name, "trustDomain", d.trustDomain)
+			continue
+		}
+		updated := b.DeepCopy()
+		updated.Spec.TrustBundle = d.pem
+		setMarks(&updated.ObjectMeta, d.trustDomain, self)
+		if _, err := bundles.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating ClusterTrustBundle %s: %w", b.Name, err)
+		}
+		logger.Info("Updated the ClusterTrustBundle with SPIRE's X.509 authorities", "clusterTrustBundle", b.Name, "trustDomain", d.trustDomain)
 	}
-	if found {
-		return nil
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if found[name] {
+			continue
+		}
+		d := want[name]
+		if c.opts.DryRun {
+			logger.Info("Dry run: would create ClusterTrustBundle", "clusterTrustBundle", name, "trustDomain", d.trustDomain)
+			continue
+		}
+		if _, err := bundles.Create(ctx, markedBundle(name, signer, d.trustDomain, d.pem, self), metav1.CreateOptions{}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating ClusterTrustBundle %s: one of that name exists without this spire-registrar's marks (%s=%s, %s); it is left alone", name, ManagedByLabel, ManagedBy, self)
+			}
+			return fmt.Errorf("creating ClusterTrustBundle %s: %w", name, err)
+		}
+		logger.Info("Created the ClusterTrustBundle of SPIRE's X.509 authorities", "clusterTrustBundle", name, "trustDomain", d.trustDomain)
 	}
-	if c.opts.DryRun {
-		logger.Info("Dry run: would create ClusterTrustBundle", "clusterTrustBundle", name, "authorities", len(authorities))
-		return nil
+	if len(foreign) > 0 {
+		slices.Sort(foreign)
+		return fmt.Errorf("ClusterTrustBundles of signer %s belong to another spire-registrar and are left alone: %s; give each trust domain and className its own signer name", signer, strings.Join(foreign, ", "))
 	}
-	_, err = bundles.Create(ctx, &certificatesv1.ClusterTrustBundle{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "spire-registrar"}},
-		Spec:       certificatesv1.ClusterTrustBundleSpec{SignerName: c.opts.SignerName, TrustBundle: want},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("creating ClusterTrustBundle %s: %w", name, err)
-	}
-	logger.Info("Created the ClusterTrustBundle of SPIRE's X.509 authorities", "clusterTrustBundle", name, "authorities", len(authorities))
 	return nil
 }

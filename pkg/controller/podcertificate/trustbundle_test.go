@@ -19,6 +19,7 @@ package podcertificate
 import (
 	"crypto/x509"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -61,12 +62,27 @@ func certsEqual(a, b []*x509.Certificate) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(c *x509.Certificate) bool { return !slices.ContainsFunc(b, c.Equal) })
 }
 
-// TestSyncBundle: after a resync has listed SPIRE's authorities, the signer name has exactly
-// one ClusterTrustBundle, the controller's, holding exactly those authorities; bundles of
-// other signer names are left alone.
+// marked is b with the marks of the instance that owns it (trust domain and className) and
+// of the trust domain whose authorities it holds.
+func marked(b *certificatesv1.ClusterTrustBundle, bundleTD string, owner bundleOwner) *certificatesv1.ClusterTrustBundle {
+	setMarks(&b.ObjectMeta, bundleTD, owner)
+	return b
+}
+
+// testOwner is the test controller as its bundles' owner marks name it.
+var testOwner = bundleOwner{trustDomain: "example.org"}
+
+// TestSyncBundle: after a resync has listed SPIRE's authorities, the signer name has one
+// ClusterTrustBundle of the controller's, marked as its own, holding exactly those
+// authorities. Only bundles marked as its own are updated or deleted: another instance's
+// are reported and left, and so are bundles spire-registrar did not publish and bundles of
+// other signer names.
 func TestSyncBundle(t *testing.T) {
 	const otherSigner = "example.com/other"
 	otherBundle := trustBundle("example.com:other:roots", otherSigner, "other roots")
+	planted := trustBundle("spire.spiffe.io:x509-svid:planted", testSignerName, "someone else's roots")
+	otherTD := marked(trustBundle("spire.spiffe.io:x509-svid:example.net", testSignerName, "example.net roots"), "example.net", bundleOwner{trustDomain: "example.net"})
+	otherClass := marked(trustBundle("spire.spiffe.io:x509-svid:blue", testSignerName, "blue roots"), "example.org", bundleOwner{trustDomain: "example.org", className: "blue"})
 	for _, tc := range []struct {
 		name string
 		// existing are in the API server and the informer's cache; current stands for the
@@ -74,6 +90,8 @@ func TestSyncBundle(t *testing.T) {
 		existing   func(current string) []runtime.Object
 		wantWrites []string
 		wantOthers map[string]certificatesv1.ClusterTrustBundleSpec
+		// wantErr, when set, is in the error syncBundle returns, having done its writes.
+		wantErr string
 	}{
 		{
 			name:       "no bundle: create",
@@ -82,32 +100,58 @@ func TestSyncBundle(t *testing.T) {
 		{
 			name: "ours is stale: update",
 			existing: func(string) []runtime.Object {
-				return []runtime.Object{trustBundle(testBundleName, testSignerName, "stale")}
+				return []runtime.Object{marked(trustBundle(testBundleName, testSignerName, "stale"), "example.org", testOwner)}
 			},
 			wantWrites: []string{"update clustertrustbundles " + testBundleName},
 		},
 		{
 			name: "ours is current: nothing",
 			existing: func(current string) []runtime.Object {
-				return []runtime.Object{trustBundle(testBundleName, testSignerName, current)}
+				return []runtime.Object{marked(trustBundle(testBundleName, testSignerName, current), "example.org", testOwner)}
 			},
 		},
 		{
-			name: "another bundle of the signer name: delete it",
+			name: "ours from before owner marks: marked",
+			existing: func(current string) []runtime.Object {
+				b := trustBundle(testBundleName, testSignerName, current)
+				b.Labels = map[string]string{ManagedByLabel: ManagedBy}
+				return []runtime.Object{b}
+			},
+			wantWrites: []string{"update clustertrustbundles " + testBundleName},
+		},
+		{
+			name: "ours under another name: delete it",
 			existing: func(current string) []runtime.Object {
 				return []runtime.Object{
-					trustBundle(testBundleName, testSignerName, current),
-					trustBundle("spire.spiffe.io:x509-svid:planted", testSignerName, "someone else's roots"),
+					marked(trustBundle(testBundleName, testSignerName, current), "example.org", testOwner),
+					marked(trustBundle("spire.spiffe.io:x509-svid:trust-bundle", testSignerName, "old"), "example.org", testOwner),
 				}
 			},
-			wantWrites: []string{"delete clustertrustbundles spire.spiffe.io:x509-svid:planted"},
+			wantWrites: []string{"delete clustertrustbundles spire.spiffe.io:x509-svid:trust-bundle"},
 		},
 		{
-			name: "only another bundle of the signer name: delete it, create ours",
-			existing: func(string) []runtime.Object {
-				return []runtime.Object{trustBundle("spire.spiffe.io:x509-svid:planted", testSignerName, "someone else's roots")}
+			name: "a bundle of the signer name spire-registrar did not publish: left alone",
+			existing: func(current string) []runtime.Object {
+				return []runtime.Object{marked(trustBundle(testBundleName, testSignerName, current), "example.org", testOwner), planted}
 			},
-			wantWrites: []string{"delete clustertrustbundles spire.spiffe.io:x509-svid:planted", "create clustertrustbundles " + testBundleName},
+			wantOthers: map[string]certificatesv1.ClusterTrustBundleSpec{planted.Name: planted.Spec},
+		},
+		{
+			name: "only a bundle spire-registrar did not publish: left alone, ours created",
+			existing: func(string) []runtime.Object {
+				return []runtime.Object{planted}
+			},
+			wantWrites: []string{"create clustertrustbundles " + testBundleName},
+			wantOthers: map[string]certificatesv1.ClusterTrustBundleSpec{planted.Name: planted.Spec},
+		},
+		{
+			name: "another trust domain's and another class's bundles: left alone and reported",
+			existing: func(string) []runtime.Object {
+				return []runtime.Object{otherTD, otherClass}
+			},
+			wantWrites: []string{"create clustertrustbundles " + testBundleName},
+			wantOthers: map[string]certificatesv1.ClusterTrustBundleSpec{otherTD.Name: otherTD.Spec, otherClass.Name: otherClass.Spec},
+			wantErr:    "spire.spiffe.io:x509-svid:blue (trust domain example.org, className \"blue\"), spire.spiffe.io:x509-svid:example.net (trust domain example.net",
 		},
 		{
 			name: "bundles of other signer names and none: left alone",
@@ -136,17 +180,25 @@ func TestSyncBundle(t *testing.T) {
 			if tc.existing != nil {
 				env.add(t, tc.existing(bundlePEM(authorities))...)
 			}
-			if err := env.c.syncBundle(env.ctx, bundleKey); err != nil {
+			err = env.c.syncBundle(env.ctx, bundleKey)
+			switch {
+			case tc.wantErr == "" && err != nil:
 				t.Fatalf("syncBundle: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("syncBundle = %v, want an error with %q", err, tc.wantErr)
 			}
 			if diff := cmp.Diff(tc.wantWrites, env.writes()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			got := env.apiBundles(t)
-			ours, ok := got[testBundleName]
-			if !ok {
-				t.Fatalf("no ClusterTrustBundle %s; have %v", testBundleName, got)
+			all, err := env.kube.CertificatesV1().ClusterTrustBundles().Get(env.ctx, testBundleName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("no ClusterTrustBundle %s: %v", testBundleName, err)
 			}
+			if !hasMarks(all.ObjectMeta, "example.org", testOwner) {
+				t.Errorf("ClusterTrustBundle %s lacks the owner marks: labels %v, annotations %v", testBundleName, all.Labels, all.Annotations)
+			}
+			got := env.apiBundles(t)
+			ours := got[testBundleName]
 			if ours.SignerName != testSignerName {
 				t.Errorf("signer name %q, want %q", ours.SignerName, testSignerName)
 			}
@@ -204,10 +256,10 @@ func TestSyncBundleFollowsRotation(t *testing.T) {
 
 // TestSyncBundleBeforeAuthorities: before SPIRE's authorities were first listed, the
 // controller does not know what the bundle should hold and touches nothing, not even a
-// bundle of the signer name it would delete.
+// bundle of its own it would delete.
 func TestSyncBundleBeforeAuthorities(t *testing.T) {
 	env := newTestEnv(t, envOptions{})
-	env.add(t, trustBundle("spire.spiffe.io:x509-svid:planted", testSignerName, "someone else's roots"))
+	env.add(t, marked(trustBundle("spire.spiffe.io:x509-svid:old", testSignerName, "old roots"), "example.org", testOwner))
 	if err := env.c.syncBundle(env.ctx, bundleKey); err != nil {
 		t.Fatalf("syncBundle: %v", err)
 	}
@@ -220,7 +272,7 @@ func TestSyncBundleBeforeAuthorities(t *testing.T) {
 func TestSyncBundleDryRun(t *testing.T) {
 	for _, existing := range [][]runtime.Object{
 		nil,
-		{trustBundle(testBundleName, testSignerName, "stale"), trustBundle("spire.spiffe.io:x509-svid:planted", testSignerName, "x")},
+		{marked(trustBundle(testBundleName, testSignerName, "stale"), "example.org", testOwner), marked(trustBundle("spire.spiffe.io:x509-svid:old", testSignerName, "x"), "example.org", testOwner)},
 	} {
 		env := newTestEnv(t, envOptions{options: func(o *Options) { o.DryRun = true }})
 		env.add(t, existing...)

@@ -29,9 +29,9 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 )
 
-// How often a Parking probes SPIRE while it holds keys: soon after the first failure, then
-// backing off to every parkingMaxDelay, so that a change made during an outage reaches SPIRE
-// within seconds of its return while the outage itself costs one cheap call every few seconds.
+// How often a Parking probes SPIRE while it holds keys: half a second after the first
+// failure, then every parkingMaxDelay, so that a change made during an outage reaches SPIRE
+// within a second of its return while the outage itself costs one cheap call a second.
 // parkingBaseDelay also spaces two rounds of requeues, should SPIRE answer probes but not
 // writes.
 const (
