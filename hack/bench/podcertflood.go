@@ -125,9 +125,11 @@ func runPodCertFloodBench(ctx context.Context, o options) error {
 		return err
 	}
 
-	extra := "podCertificates: {enabled: true}\n"
+	// Only the node makes requests here, but the bench's kube-apiserver has not the node-only
+	// admission policy the signer checks for at start.
+	extra := "podCertificates: {enabled: true, trustNonNodeRequesters: true}\n"
 	if o.waitForIdentity >= 0 {
-		extra = fmt.Sprintf("podCertificates: {enabled: true, waitForIdentity: %s}\n", o.waitForIdentity)
+		extra = fmt.Sprintf("podCertificates: {enabled: true, trustNonNodeRequesters: true, waitForIdentity: %s}\n", o.waitForIdentity)
 	}
 	registrar, ready, err := startRegistrar(ctx, bin, outDir, "spire-registrar", registrarConfig{
 		className: podCertClass, spire: spireServer, kubeconfig: kube.Kubeconfig(), workers: o.workers,

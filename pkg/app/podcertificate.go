@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +31,10 @@ import (
 	certinformers "k8s.io/client-go/informers/certificates/v1"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/controller/podcertificate"
+	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 )
 
 // podCertificateController adapts the pod certificate controller to the Controller interface.
@@ -56,6 +59,16 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 	if err := canSign(ctx, client, cfg.PodCertificates.SignerName, cfg.PodCertificates.FederatedSignerName); err != nil {
 		return nil, err
 	}
+	if cfg.PodCertificates.TrustNonNodeRequesters {
+		klog.FromContext(ctx).Info("Signing PodCertificateRequests of any creator, not only of the pod's node (podCertificates.trustNonNodeRequesters)",
+			"signerName", cfg.PodCertificates.SignerName)
+	} else if err := podcertificate.CheckNodeOnlyPolicy(ctx, client, cfg.PodCertificates.SignerName); err != nil {
+		return nil, err
+	}
+	identity, err := signerIdentity(cc.SPIREIdentity)
+	if err != nil {
+		return nil, err
+	}
 	narrowInformers(cc)
 	narrowPodProjection(ctx, cc)
 	requests, bundles := podCertificateInformers(cc)
@@ -78,8 +91,15 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 			ResyncInterval:        cfg.GCInterval,
 			MaxResyncShare:        cfg.MaxResyncShare,
 			PodProjection:         cc.PodProjection,
-			DryRun:                cc.DryRun,
-			FederatedSignerName:   cfg.PodCertificates.FederatedSignerName,
+			DefaultTTL:            cfg.PodCertificates.DefaultTTL,
+			MaxTTL:                cfg.PodCertificates.MaxTTL,
+			Identity: podcert.IdentityRules{
+				AllowAdmin:      cfg.PodCertificates.AllowAdminIdentities,
+				AllowDownstream: cfg.PodCertificates.AllowDownstreamIdentities,
+				SignerID:        identity,
+			},
+			DryRun:              cc.DryRun,
+			FederatedSignerName: cfg.PodCertificates.FederatedSignerName,
 		})
 	if err != nil {
 		return nil, err
@@ -88,6 +108,19 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 		return nil, fmt.Errorf("podCertificates.enabled: %w", err)
 	}
 	return podCertificateController{c}, nil
+}
+
+// signerIdentity is the SPIFFE ID the signer reaches SPIRE with, which it never issues to a
+// pod; zero when it reaches SPIRE without one.
+func signerIdentity(id string) (spiffeid.ID, error) {
+	if id == "" {
+		return spiffeid.ID{}, nil
+	}
+	parsed, err := spiffeid.FromString(id)
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("podCertificates.enabled: spire-registrar's own SPIFFE ID %q: %w", id, err)
+	}
+	return parsed, nil
 }
 
 // podCertificateInformers registers the informers of the PodCertificateRequests the

@@ -314,6 +314,10 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"kubernetes.io signer name", minimal + "podCertificates: {signerName: kubernetes.io/x509-svid}\n", "podCertificates.signerName"},
 		{"CA TTL under 2h", minimal + "podCertificates: {caTTL: 1h}\n", "podCertificates.caTTL"},
 		{"bad failPendingAfter", minimal + "podCertificates: {failPendingAfter: later}\n", "podCertificates.failPendingAfter"},
+		{"pod certificate default TTL under 1h", minimal + "podCertificates: {defaultTTL: 30m}\n", "podCertificates.defaultTTL"},
+		{"bad pod certificate max TTL", minimal + "podCertificates: {maxTTL: long}\n", "podCertificates.maxTTL"},
+		{"pod certificate max TTL under 1h", minimal + "podCertificates: {maxTTL: 59m}\n", "podCertificates.maxTTL"},
+		{"pod certificate default TTL over the max", minimal + "podCertificates: {defaultTTL: 3h, maxTTL: 2h}\n", "podCertificates.defaultTTL"},
 		{"negative waitForIdentity", minimal + "podCertificates: {waitForIdentity: -1s}\n", "podCertificates.waitForIdentity"},
 		{"waitForIdentity past the request cleaner", minimal + "podCertificates: {waitForIdentity: 15m}\n", "podCertificates.waitForIdentity"},
 		{"pod certificates in static mode", minimal + "staticManifestPath: /m\npodCertificates: {enabled: true}\n", "podCertificates.enabled"},
@@ -536,11 +540,15 @@ func TestPodCertificates(t *testing.T) {
 		t.Errorf("CheckPodCertificatesConnection over mTLS: %v", err)
 	}
 
-	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s, federatedSignerName: example.com/svid-federated}\n"))
+	cfg, err = Parse([]byte(minimal + "podCertificates: {enabled: true, signerName: example.com/svid, caTTL: 48h, failPendingAfter: 10m, waitForIdentity: 0s, " +
+		"federatedSignerName: example.com/svid-federated, trustNonNodeRequesters: true, allowAdminIdentities: true, allowDownstreamIdentities: true, " +
+		"defaultTTL: 2h, maxTTL: 12h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute, FederatedSignerName: "example.com/svid-federated"}
+	want = PodCertificates{Enabled: true, SignerName: "example.com/svid", CATTL: 48 * time.Hour, FailPendingAfter: 10 * time.Minute,
+		FederatedSignerName: "example.com/svid-federated", TrustNonNodeRequesters: true, AllowAdminIdentities: true, AllowDownstreamIdentities: true,
+		DefaultTTL: 2 * time.Hour, MaxTTL: 12 * time.Hour}
 	if cfg.PodCertificates != want {
 		t.Errorf("parsed = %+v, want %+v", cfg.PodCertificates, want)
 	}

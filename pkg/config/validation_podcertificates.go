@@ -47,6 +47,21 @@ type PodCertificatesConfig struct {
 	// (SPIRE unreachable, or refusing to renew it); default: never. A Failed request is final
 	// for the kubelet: the pod's volume stays failed until the pod is replaced.
 	FailPendingAfter *Duration `json:"failPendingAfter"`
+	// TrustNonNodeRequesters lets the signer run without the node-only admission policy of
+	// manifests/pod-certificates, trusting every user allowed to create PodCertificateRequests
+	// for the signer to name only pods it may speak for; default false.
+	TrustNonNodeRequesters bool `json:"trustNonNodeRequesters"`
+	// AllowAdminIdentities and AllowDownstreamIdentities let ClusterSPIFFEIDs marked admin or
+	// downstream give pods certificates, with the rights SPIRE grants those entries; default
+	// false.
+	AllowAdminIdentities      bool `json:"allowAdminIdentities"`
+	AllowDownstreamIdentities bool `json:"allowDownstreamIdentities"`
+	// DefaultTTL is the lifetime of a pod certificate whose ClusterSPIFFEID sets no ttl;
+	// default 1h, SPIRE's default X509-SVID TTL.
+	DefaultTTL *Duration `json:"defaultTTL"`
+	// MaxTTL caps every pod certificate's lifetime, a ClusterSPIFFEID's ttl included; default:
+	// no cap but the request's maxExpirationSeconds.
+	MaxTTL *Duration `json:"maxTTL"`
 	// WaitForIdentity is how long after its creation a request whose pod has no identity
 	// (no ClusterSPIFFEID gives it one) waits for one before it is denied; default 5m, at
 	// most 10m, 0 denies at once.
@@ -61,12 +76,17 @@ type PodCertificatesConfig struct {
 
 // PodCertificates is the validated podCertificates section.
 type PodCertificates struct {
-	Enabled             bool
-	SignerName          string
-	CATTL               time.Duration
-	FailPendingAfter    time.Duration
-	WaitForIdentity     time.Duration
-	FederatedSignerName string
+	Enabled                   bool
+	SignerName                string
+	CATTL                     time.Duration
+	FailPendingAfter          time.Duration
+	WaitForIdentity           time.Duration
+	FederatedSignerName       string
+	TrustNonNodeRequesters    bool
+	AllowAdminIdentities      bool
+	AllowDownstreamIdentities bool
+	// DefaultTTL and MaxTTL are 0 when not set.
+	DefaultTTL, MaxTTL time.Duration
 }
 
 // DefaultWaitForIdentity and MaxWaitForIdentity bound podCertificates.waitForIdentity. A
@@ -89,7 +109,8 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 	}
 	path := field.NewPath("podCertificates")
 	var errs field.ErrorList
-	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName, WaitForIdentity: DefaultWaitForIdentity}
+	cfg.PodCertificates = PodCertificates{Enabled: p.Enabled, SignerName: p.SignerName, WaitForIdentity: DefaultWaitForIdentity,
+		TrustNonNodeRequesters: p.TrustNonNodeRequesters, AllowAdminIdentities: p.AllowAdminIdentities, AllowDownstreamIdentities: p.AllowDownstreamIdentities}
 	if cfg.PodCertificates.SignerName == "" {
 		cfg.PodCertificates.SignerName = DefaultPodCertificateSignerName
 	} else if err := validateSignerName(path.Child("signerName"), p.SignerName); err != nil {
@@ -131,10 +152,31 @@ func (f *File) validatePodCertificates(cfg *Config) field.ErrorList {
 		}
 		cfg.PodCertificates.FederatedSignerName = p.FederatedSignerName
 	}
+	errs = append(errs, validateCertificateTTL(path.Child("defaultTTL"), p.DefaultTTL, &cfg.PodCertificates.DefaultTTL)...)
+	errs = append(errs, validateCertificateTTL(path.Child("maxTTL"), p.MaxTTL, &cfg.PodCertificates.MaxTTL)...)
+	if d, m := cfg.PodCertificates.DefaultTTL, cfg.PodCertificates.MaxTTL; d > 0 && m > 0 && d > m {
+		errs = append(errs, field.Invalid(path.Child("defaultTTL"), p.DefaultTTL.String(), "must not exceed podCertificates.maxTTL ("+p.MaxTTL.String()+")"))
+	}
 	if p.Enabled && f.StaticManifestPath != nil {
 		errs = append(errs, field.Forbidden(path.Child("enabled"), "static mode has no Kubernetes API to serve PodCertificateRequests from"))
 	}
 	return errs
+}
+
+// validateCertificateTTL applies a pod certificate lifetime, which kube-apiserver accepts
+// only of an hour or more.
+func validateCertificateTTL(path *field.Path, d *Duration, out *time.Duration) field.ErrorList {
+	if d == nil {
+		return nil
+	}
+	if err := d.validate(path); err != nil {
+		return field.ErrorList{err}
+	}
+	if d.Duration < time.Hour {
+		return field.ErrorList{field.Invalid(path, d.String(), "must be at least 1h: kube-apiserver accepts no pod certificate that lives less")}
+	}
+	*out = d.Duration
+	return nil
 }
 
 // validateSignerName accepts a signer name as Kubernetes does (ValidateSignerName in

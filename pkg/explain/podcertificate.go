@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -235,6 +236,9 @@ func (x *Explainer) podCertificateIdentity(in PodInput, named string) (*PodIdent
 	if !render.PodDeclaresEntries(pod) {
 		return nil, fmt.Sprintf("the pod has finished (phase %s): denied PodFinished", pod.Status.Phase)
 	}
+	if pod.DeletionTimestamp != nil {
+		return nil, "the pod is being deleted: denied PodDeleting"
+	}
 	var active []*render.ClusterSPIFFEID
 	for _, c := range in.ClusterSPIFFEIDs {
 		if x.signerSees(c) {
@@ -244,9 +248,19 @@ func (x *Explainer) podCertificateIdentity(in PodInput, named string) (*PodIdent
 	render.SortByPreference(active)
 	declared, failures := x.renderer.PodEntries(active, pod, in.Namespace, in.Node, in.EndpointSlices)
 	for _, d := range declared {
-		if named == "" || d.Declarer.Name == named {
-			return &PodIdentity{ClusterSPIFFEID: d.Declarer.Name, SPIFFEID: render.SPIFFEIDString(d.Entry.GetSpiffeId()), DNSNames: d.Entry.GetDnsNames()}, ""
+		if named != "" && d.Declarer.Name != named {
+			continue
 		}
+		// SPIRE's rules for a workload's ID, as the signer applies them (its own ID is not
+		// known here).
+		if id, err := spiffeid.FromString(render.SPIFFEIDString(d.Entry.GetSpiffeId())); err == nil {
+			rules := podcert.IdentityRules{AllowAdmin: x.cfg.PodCertificates.AllowAdminIdentities, AllowDownstream: x.cfg.PodCertificates.AllowDownstreamIdentities}
+			if denial := podcert.CheckIdentity(podcert.Identity{ClusterSPIFFEID: d.Declarer.Name, SPIFFEID: id,
+				Admin: d.Entry.GetAdmin(), Downstream: d.Entry.GetDownstream()}, rules); denial != nil {
+				return nil, denial.Message + ": denied " + string(denial.Reason)
+			}
+		}
+		return &PodIdentity{ClusterSPIFFEID: d.Declarer.Name, SPIFFEID: render.SPIFFEIDString(d.Entry.GetSpiffeId()), DNSNames: d.Entry.GetDnsNames()}, ""
 	}
 	var why []string
 	for _, f := range failures {

@@ -202,3 +202,50 @@ func TestPodCertificatesNamedClusterSPIFFEID(t *testing.T) {
 		t.Errorf("identity %+v, problem %q; want none, naming ClusterSPIFFEID missing and the denial", got.Identity, got.IdentityProblem)
 	}
 }
+
+// TestPodCertificatesIdentityRules: explain says the signer would deny an admin identity
+// unless the config allows it, an ID under /spire, and a pod being deleted, as the signer
+// decides them.
+func TestPodCertificatesIdentityRules(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		change       func(*PodCertificateInput)
+		wantProblem  []string // empty: an identity
+	}{
+		{name: "admin", config: "podCertificates: {enabled: true}\n",
+			change:      func(in *PodCertificateInput) { in.ClusterSPIFFEIDs[0].Spec.Admin = true },
+			wantProblem: []string{"podCertificates.allowAdminIdentities", "denied PrivilegedIdentity"}},
+		{name: "admin allowed", config: "podCertificates: {enabled: true, allowAdminIdentities: true}\n",
+			change: func(in *PodCertificateInput) { in.ClusterSPIFFEIDs[0].Spec.Admin = true }},
+		{name: "under /spire", config: "podCertificates: {enabled: true}\n",
+			change: func(in *PodCertificateInput) {
+				in.ClusterSPIFFEIDs[0].Spec.SPIFFEIDTemplate = "spiffe://{{ .TrustDomain }}/spire/agent/x"
+			},
+			wantProblem: []string{"under /spire", "denied ReservedSPIFFEID"}},
+		{name: "being deleted", config: "podCertificates: {enabled: true}\n",
+			change:      func(in *PodCertificateInput) { in.Pod.DeletionTimestamp = &metav1.Time{Time: epoch} },
+			wantProblem: []string{"denied PodDeleting"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := testExplainer(t, tc.config)
+			in := PodCertificateInput{PodInput: certPod(testSigner)}
+			in.ClusterSPIFFEIDs = []*spirev1alpha1.ClusterSPIFFEID{clusterSPIFFEID("web", 1)}
+			tc.change(&in)
+			got := x.PodCertificateRequest(in, podRequest("r", 1, testSigner, nil, ""))
+			if len(tc.wantProblem) == 0 {
+				if got.Identity == nil {
+					t.Fatalf("no identity: %q", got.IdentityProblem)
+				}
+				return
+			}
+			if got.Identity != nil {
+				t.Fatalf("identity %+v, want none", got.Identity)
+			}
+			for _, want := range tc.wantProblem {
+				if !strings.Contains(got.IdentityProblem, want) {
+					t.Errorf("problem %q does not say %q", got.IdentityProblem, want)
+				}
+			}
+		})
+	}
+}

@@ -44,9 +44,15 @@ const (
 	ReasonPodNotFound Reason = "PodNotFound"
 	// ReasonNodeNotFound (Denied): the node the request names does not exist.
 	ReasonNodeNotFound Reason = "NodeNotFound"
-	// ReasonPodMismatch (Denied): the request's pod UID, node name, node UID or service
-	// account differs from the pod's or node's.
+	// ReasonPodMismatch (Denied): the request's pod UID, node name, node UID, service
+	// account or service account UID differs from the pod's, node's or service account's.
 	ReasonPodMismatch Reason = "PodMismatch"
+	// ReasonNoPodCertificateVolume (Denied): the pod mounts no podCertificate volume for the
+	// signer with the request's maxExpirationSeconds and user annotations: its kubelet would
+	// not have made the request.
+	ReasonNoPodCertificateVolume Reason = "NoPodCertificateVolume"
+	// ReasonPodDeleting (Denied): the pod is being deleted.
+	ReasonPodDeleting Reason = "PodDeleting"
 	// ReasonPodFinished (Denied): the pod has succeeded or failed; it runs nothing that
 	// needs a certificate.
 	ReasonPodFinished Reason = "PodFinished"
@@ -55,6 +61,12 @@ const (
 	// ReasonClusterSPIFFEIDNotApplicable (Denied): the ClusterSPIFFEID that
 	// AnnotationClusterSPIFFEID names does not exist or gives the pod no identity.
 	ReasonClusterSPIFFEIDNotApplicable Reason = "ClusterSPIFFEIDNotApplicable"
+	// ReasonReservedSPIFFEID (Denied): the pod's SPIFFE ID is one SPIRE gives no workload (an
+	// empty path, or one under /spire), or the signer's own.
+	ReasonReservedSPIFFEID Reason = "ReservedSPIFFEID"
+	// ReasonPrivilegedIdentity (Denied): the ClusterSPIFFEID that gives the pod its identity
+	// marks it admin or downstream, and the config does not allow such pod certificates.
+	ReasonPrivilegedIdentity Reason = "PrivilegedIdentity"
 
 	// ReasonSPIREUnavailable (Failed): the signer has no CA because SPIRE did not answer.
 	ReasonSPIREUnavailable Reason = "SPIREUnavailable"
@@ -76,6 +88,10 @@ var conditionTypes = map[Reason]string{
 	ReasonPodFinished:                      certificatesv1.PodCertificateRequestConditionTypeDenied,
 	ReasonNoIdentity:                       certificatesv1.PodCertificateRequestConditionTypeDenied,
 	ReasonClusterSPIFFEIDNotApplicable:     certificatesv1.PodCertificateRequestConditionTypeDenied,
+	ReasonNoPodCertificateVolume:           certificatesv1.PodCertificateRequestConditionTypeDenied,
+	ReasonPodDeleting:                      certificatesv1.PodCertificateRequestConditionTypeDenied,
+	ReasonReservedSPIFFEID:                 certificatesv1.PodCertificateRequestConditionTypeDenied,
+	ReasonPrivilegedIdentity:               certificatesv1.PodCertificateRequestConditionTypeDenied,
 	ReasonSPIREUnavailable:                 certificatesv1.PodCertificateRequestConditionTypeFailed,
 	ReasonCAExpired:                        certificatesv1.PodCertificateRequestConditionTypeFailed,
 	ReasonSigningFailed:                    certificatesv1.PodCertificateRequestConditionTypeFailed,

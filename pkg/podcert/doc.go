@@ -21,14 +21,20 @@ limitations under the License.
 //
 // A request goes through, in order:
 //
-//   - CheckRequest: the pod and node the request names are the ones the caller's informers
-//     hold (UIDs, node binding, service account) and the pod has not finished;
 //   - CheckAnnotations: spec.unverifiedUserAnnotations holds only keys this signer knows
 //     (AnnotationClusterSPIFFEID), with valid values;
 //   - PublicKeyOf: the stub CSR's key is of a type this signer issues for;
-//   - the controller renders the pod's SPIFFE ID and DNS names from the ClusterSPIFFEIDs;
-//   - Lifetime: the validity of the certificate, from the request, the configured TTL and the
-//     CA's remaining life, within kube-apiserver's status validation rules;
+//   - CheckRequest: the pod and node the request names are the ones the caller's informers
+//     hold (UIDs, node binding, service account) and the pod has neither finished nor begun
+//     to be deleted;
+//   - CheckVolume and CheckServiceAccount: the request is one the pod's kubelet would make,
+//     for a podCertificate volume of the pod, with its service account's UID;
+//   - the controller renders the pod's SPIFFE ID and DNS names from the ClusterSPIFFEIDs, and
+//     CheckIdentity refuses the IDs SPIRE gives no workload, the signer's own, and admin or
+//     downstream identities the config does not allow;
+//   - TTL and Lifetime: the validity of the certificate, from the ClusterSPIFFEID's ttl or
+//     SPIRE's default, the request, the configured cap and the CA's remaining life, within
+//     kube-apiserver's status validation rules;
 //   - Issue: the X509-SVID and the chain written to status.certificateChain.
 //
 // A check that refuses returns a Decision: the Denied or Failed condition to set, with one

@@ -47,6 +47,28 @@ const (
 	Backdate = time.Minute
 )
 
+// DefaultTTL is the lifetime of a pod certificate whose ClusterSPIFFEID sets no ttl, unless
+// podCertificates.defaultTTL says otherwise: SPIRE's default X509-SVID TTL (the server's
+// default_x509_svid_ttl), what a spire-agent's SVID for the same entry would live.
+const DefaultTTL = time.Hour
+
+// TTL is the lifetime asked for a pod certificate, before Lifetime bounds it by the request
+// and the CA: the ClusterSPIFFEID's ttl (entryTTL), or when it sets none defaultTTL
+// (DefaultTTL when <= 0), capped at maxTTL when that is positive.
+func TTL(entryTTL, defaultTTL, maxTTL time.Duration) time.Duration {
+	ttl := entryTTL
+	if ttl <= 0 {
+		ttl = defaultTTL
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if maxTTL > 0 {
+		ttl = min(ttl, maxTTL)
+	}
+	return ttl
+}
+
 // ErrCATooShort is returned by Lifetime when the CA expires less than MinLifetime from now:
 // no certificate it signs would be accepted, so the signer waits for a renewed CA.
 var ErrCATooShort = errors.New("the CA expires too soon to sign a certificate of the shortest lifetime kube-apiserver accepts")

@@ -123,3 +123,36 @@ func TestLifetime(t *testing.T) {
 		})
 	}
 }
+
+// TestTTL: with no ClusterSPIFFEID ttl a pod certificate lives SPIRE's default X509-SVID
+// TTL (or podCertificates.defaultTTL), never the request's maxExpirationSeconds, and
+// podCertificates.maxTTL caps every lifetime.
+func TestTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		entry, defaultTTL, max time.Duration
+		want                   time.Duration
+	}{
+		{name: "no ttl: SPIRE's default", want: time.Hour},
+		{name: "no ttl: the configured default", defaultTTL: 4 * time.Hour, want: 4 * time.Hour},
+		{name: "the ClusterSPIFFEID's ttl", entry: 90 * time.Minute, defaultTTL: 4 * time.Hour, want: 90 * time.Minute},
+		{name: "the ClusterSPIFFEID's ttl capped", entry: 48 * time.Hour, max: 12 * time.Hour, want: 12 * time.Hour},
+		{name: "the default capped", defaultTTL: 4 * time.Hour, max: 2 * time.Hour, want: 2 * time.Hour},
+		{name: "no cap", entry: 48 * time.Hour, want: 48 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TTL(tc.entry, tc.defaultTTL, tc.max); got != tc.want {
+				t.Errorf("TTL(%v, %v, %v) = %v, want %v", tc.entry, tc.defaultTTL, tc.max, got, tc.want)
+			}
+		})
+	}
+	// The whole chain: a request for the default 24h with no ttl gets an hour.
+	now := time.Now()
+	v, err := Lifetime(now, nil, TTL(0, 0, 0), now.Add(30*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.NotAfter.Sub(v.NotBefore); got != time.Hour {
+		t.Errorf("a request of the default maxExpirationSeconds with no ttl lives %v, want SPIRE's default 1h", got)
+	}
+}

@@ -33,6 +33,8 @@ type PodFacts struct {
 	NodeName           string
 	ServiceAccountName string
 	Phase              corev1.PodPhase
+	// Deleting is set once the pod has a deletionTimestamp.
+	Deleting bool
 }
 
 // NodeFacts is what CheckRequest reads of the node a request names.
@@ -42,10 +44,12 @@ type NodeFacts struct {
 }
 
 // CheckRequest returns nil when the request's spec matches the pod and node the caller
-// found under the names it gives (nil when not found), and the pod has not finished; else
-// the decision to deny it, whose message names every field that differs. kube-apiserver's
-// noderestriction admission already ties a kubelet's requests to its own pods; these checks
-// keep the signer from issuing for a pod that has since been replaced, moved or finished.
+// found under the names it gives (nil when not found), and the pod has neither finished nor
+// begun to be deleted; else the decision to deny it, whose message names every field that
+// differs. kube-apiserver's noderestriction admission already ties a kubelet's requests to
+// its own pods; these checks keep the signer from issuing for a pod that has since been
+// replaced, moved, finished or deleted, and check requests NodeRestriction does not (those
+// of a creator trusted with podCertificates.trustNonNodeRequesters).
 func CheckRequest(req *certificatesv1.PodCertificateRequest, pod *PodFacts, node *NodeFacts) *Decision {
 	spec := &req.Spec
 	podName := quote(req.Namespace) + "/" + quote(spec.PodName)
@@ -70,6 +74,10 @@ func CheckRequest(req *certificatesv1.PodCertificateRequest, pod *PodFacts, node
 	if pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
 		return Decide(ReasonPodFinished, "pod %s has finished (phase %s)", podName, pod.Phase)
 	}
+	// Nor does a pod that is being deleted stop being so.
+	if pod.Deleting {
+		return DenyDeleting(req)
+	}
 	if node == nil {
 		return recheck(Decide(ReasonNodeNotFound, "node %s not found", quote(string(spec.NodeName))))
 	}
@@ -77,6 +85,27 @@ func CheckRequest(req *certificatesv1.PodCertificateRequest, pod *PodFacts, node
 	differ("spec.nodeUID", string(spec.NodeUID), string(node.UID), "node's UID")
 	if len(diffs) > 0 {
 		return recheck(Decide(ReasonPodMismatch, "the request does not match node %s: %s", quote(string(spec.NodeName)), strings.Join(diffs, "; ")))
+	}
+	return nil
+}
+
+// DenyDeleting is the decision to deny a request whose pod is being deleted.
+func DenyDeleting(req *certificatesv1.PodCertificateRequest) *Decision {
+	return Decide(ReasonPodDeleting, "pod %s/%s is being deleted", quote(req.Namespace), quote(req.Spec.PodName))
+}
+
+// CheckServiceAccount returns nil when the request's spec.serviceAccountUID is the UID of
+// the service account it names, as the caller found it (found false: it does not exist);
+// else the decision to deny it, to be rechecked against the API server: a cached service
+// account may lag one that was replaced.
+func CheckServiceAccount(req *certificatesv1.PodCertificateRequest, uid types.UID, found bool) *Decision {
+	name := quote(req.Namespace) + "/" + quote(req.Spec.ServiceAccountName)
+	switch {
+	case !found:
+		return recheck(Decide(ReasonPodMismatch, "service account %s not found", name))
+	case uid != req.Spec.ServiceAccountUID:
+		return recheck(Decide(ReasonPodMismatch, "the request does not match service account %s: spec.serviceAccountUID is %s, the service account's UID is %s",
+			name, quote(string(req.Spec.ServiceAccountUID)), quote(string(uid))))
 	}
 	return nil
 }

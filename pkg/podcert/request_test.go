@@ -156,3 +156,33 @@ func TestCheckRequest(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckRequestDeletingPod(t *testing.T) {
+	pod := testPod()
+	pod.Deleting = true
+	d := CheckRequest(testRequest(), pod, testNode())
+	if d == nil || d.Reason != ReasonPodDeleting || d.Recheck {
+		t.Fatalf("CheckRequest of a pod being deleted = %+v, want a final %s", d, ReasonPodDeleting)
+	}
+	if want := `pod "ns"/"web-0" is being deleted`; d.Message != want {
+		t.Errorf("message %q, want %q", d.Message, want)
+	}
+}
+
+// TestCheckServiceAccount: a request whose spec.serviceAccountUID is not the service
+// account's, as a creator that is not a node can make it, is denied after a recheck.
+func TestCheckServiceAccount(t *testing.T) {
+	req := testRequest()
+	if d := CheckServiceAccount(req, "sa-uid", true); d != nil {
+		t.Errorf("matching UID: %+v", d)
+	}
+	d := CheckServiceAccount(req, "other-uid", true)
+	if d == nil || d.Reason != ReasonPodMismatch || !d.Recheck ||
+		!strings.Contains(d.Message, `spec.serviceAccountUID is "sa-uid", the service account's UID is "other-uid"`) {
+		t.Errorf("wrong UID: %+v", d)
+	}
+	d = CheckServiceAccount(req, "", false)
+	if d == nil || d.Reason != ReasonPodMismatch || !d.Recheck || !strings.Contains(d.Message, `service account "ns"/"web" not found`) {
+		t.Errorf("no service account: %+v", d)
+	}
+}

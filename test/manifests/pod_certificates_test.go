@@ -42,6 +42,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
@@ -72,15 +73,22 @@ var wantPodCertificateRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{podCertificateSigner, federatedSigner}, Verbs: []string{"attest"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}, Verbs: []string{"create", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list"}},
 }
+
+// nodeOnlyPolicy names the component's ValidatingAdmissionPolicy and its binding.
+const nodeOnlyPolicy = "spire-registrar-pod-certificates-node-only"
 
 // TestPodCertificatesComponent checks what manifests/pod-certificates adds to manifests/tcp-mtls
 // (testdata/pod-certificates uses them as an operator would): its ClusterRole, bound to the
-// spire-registrar ServiceAccount, and nothing else; every object of tcp-mtls is left as is.
+// spire-registrar ServiceAccount, and the node-only admission policy with its binding, and
+// nothing else; every object of tcp-mtls is left as is.
 func TestPodCertificatesComponent(t *testing.T) {
 	objs := kustomize(t, "test", "manifests", "testdata", "pod-certificates")
 	base := kustomize(t, "manifests", "tcp-mtls")
-	want := append(slices.Clone(deploymentTopologyObjects), "ClusterRole /"+podCertificateRole, "ClusterRoleBinding /"+podCertificateRole)
+	want := append(slices.Clone(deploymentTopologyObjects), "ClusterRole /"+podCertificateRole, "ClusterRoleBinding /"+podCertificateRole,
+		"ValidatingAdmissionPolicy /"+nodeOnlyPolicy, "ValidatingAdmissionPolicyBinding /"+nodeOnlyPolicy)
 	slices.Sort(want)
 	if got := ids(objs); !slices.Equal(got, want) {
 		t.Fatalf("tcp-mtls with the component renders\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
@@ -111,6 +119,9 @@ func podCertificateAccesses() (reads, writes []access) {
 	const group = "certificates.k8s.io"
 	reads = append(reads, accesses([]string{"get", "list", "watch"}, group, []string{"podcertificaterequests"}, "", "")...)
 	reads = append(reads, accesses([]string{"get", "list", "watch"}, group, []string{"podcertificaterequests"}, "", metav1.NamespaceDefault)...)
+	reads = append(reads, serviceAccountReads()...)
+	reads = append(reads, accesses([]string{"get", "list"}, "admissionregistration.k8s.io",
+		[]string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, "", "")...)
 	writes = append(writes, accesses([]string{"update"}, group, []string{"podcertificaterequests"}, "status", "")...)
 	writes = append(writes, accesses([]string{"update"}, group, []string{"podcertificaterequests"}, "status", metav1.NamespaceDefault)...)
 	writes = append(writes, named(accesses([]string{"sign", "attest"}, group, []string{"signers"}, "", ""), podCertificateSigner)...)
@@ -118,6 +129,12 @@ func podCertificateAccesses() (reads, writes []access) {
 	writes = append(writes, accesses([]string{"create", "update", "delete"}, group, []string{"clustertrustbundles"}, "", "")...)
 	writes = append(writes, named(accesses([]string{"update", "delete"}, group, []string{"clustertrustbundles"}, "", ""), bundleName("example.org"))...)
 	return reads, writes
+}
+
+// serviceAccountReads are the gets of service accounts the signer checks requests against,
+// which the base role denies.
+func serviceAccountReads() []access {
+	return append(accesses([]string{"get"}, "", []string{"serviceaccounts"}, "", ""), accesses([]string{"get"}, "", []string{"serviceaccounts"}, "", namespace)...)
 }
 
 // clusterTrustBundleReads are the reads of ClusterTrustBundles, which kube-apiserver's default
@@ -199,6 +216,8 @@ func TestPodCertificatesLeastPrivilege(t *testing.T) {
 		for _, err := range []error{
 			adminKube.RbacV1().ClusterRoleBindings().Delete(ctx, podCertificateRole, metav1.DeleteOptions{}),
 			adminKube.RbacV1().ClusterRoles().Delete(ctx, podCertificateRole, metav1.DeleteOptions{}),
+			adminKube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, nodeOnlyPolicy, metav1.DeleteOptions{}),
+			adminKube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, nodeOnlyPolicy, metav1.DeleteOptions{}),
 			serverSideApply(ctx, admin, kustomize(t, "manifests")),
 		} {
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -217,24 +236,26 @@ func TestPodCertificatesLeastPrivilege(t *testing.T) {
 		checkAllowedDenied(t, ctx, saKube, append(slices.Clone(reads), writes...), podCertificateDenied())
 	})
 	t.Run("the base role's access reviews", func(t *testing.T) {
-		checkAccessReviews(t, ctx, saConfig)
+		checkAccessReviews(t, ctx, saConfig, serviceAccountReads()...)
 	})
 	t.Run("rules review", func(t *testing.T) {
 		checkRulesReview(t, ctx, saConfig, wantPodCertificateRules...)
 	})
 	t.Run("status writes", func(t *testing.T) {
-		checkStatusWrites(t, ctx, adminKube, saKube)
+		checkStatusWrites(t, ctx, admin, adminKube, saKube)
 	})
 	t.Run("trust bundles", func(t *testing.T) {
 		checkTrustBundleWrites(t, ctx, adminKube, saKube)
 	})
 }
 
-// checkStatusWrites creates, as the admin, a pod certificate request for spire-registrar's
-// signer and one for another, and issues a certificate for each as the ServiceAccount: only
-// the first is taken. kube-apiserver checks sign after validating the status, so the
-// certificates are valid and only the signer name differs.
-func checkStatusWrites(t *testing.T, ctx context.Context, adminKube, saKube kubernetes.Interface) {
+// checkStatusWrites creates, as the pod's node, a pod certificate request for
+// spire-registrar's signer and one for another, and issues a certificate for each as the
+// ServiceAccount: only the first is taken. kube-apiserver checks sign after validating the
+// status, so the certificates are valid and only the signer name differs. The admin, which
+// the component's admission policy refuses, impersonates the node, keeping its own rights:
+// no Node authorizer runs here.
+func checkStatusWrites(t *testing.T, ctx context.Context, admin *rest.Config, adminKube, saKube kubernetes.Interface) {
 	suffix := fmt.Sprint(podCertificateRuns.Add(1))
 	ns := "pod-certificates-" + suffix
 	if err := realcluster.EnsureNamespace(ctx, adminKube, ns); err != nil {
@@ -264,10 +285,15 @@ func checkStatusWrites(t *testing.T, ctx context.Context, adminKube, saKube kube
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Created as the admin, as the pod's kubelet would: no Node authorizer runs here.
+			asNode := rest.CopyConfig(admin)
+			asNode.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node.Name, Groups: []string{"system:nodes", "system:masters"}}
+			nodeKube, err := kubernetes.NewForConfig(asNode)
+			if err != nil {
+				t.Fatal(err)
+			}
 			opts := realcluster.ProjectionRequestOptions(&proj)
 			opts.ServiceAccountUID, opts.LagTimeout = sa.UID, -1
-			pcr, key, err := realcluster.RequestPodCertificate(ctx, adminKube, pod, node, opts)
+			pcr, key, err := realcluster.RequestPodCertificate(ctx, nodeKube, pod, node, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,16 +24,14 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
 // TestDenials makes requests the signer must never issue and checks that each is Denied, a
 // final answer the kubelet reports on the pod, with the reason for it and a message that
-// names the cause. The first ones come from the pod's node, as NodeRestriction admits them;
-// the last ones from an admin, whom NodeRestriction does not check, naming a node or pod UID
-// that is not the pod's: the signer checks them itself.
+// names the cause. They come from the pod's node, as NodeRestriction admits them; requests of
+// other creators are in TestRegistrarWithoutTheNodeOnlyPolicy.
 func TestDenials(t *testing.T) {
 	start := time.Now()
 	w := newWorld(t, worldOptions{})
@@ -42,6 +40,11 @@ func TestDenials(t *testing.T) {
 	w.createClusterSPIFFEID(t, "web", podIdentity("web"))
 	w.createClusterSPIFFEID(t, "other", podIdentity("other"))
 	web := w.createPod(t, "web-0", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"}})
+	// Its volume names a ClusterSPIFFEID that does not select it.
+	named := w.createPod(t, "web-1", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"},
+		projection: func(p *corev1.PodCertificateProjection) {
+			p.UserAnnotations = map[string]string{"spire.spiffe.io/clusterspiffeid": "other"}
+		}})
 	w.createPod(t, "other-0", podOptions{serviceAccount: "other", labels: map[string]string{"app": "other"}})
 	lonely := w.createPod(t, "lonely", podOptions{})
 	finished := w.createPod(t, "finished", podOptions{serviceAccount: "finished", labels: map[string]string{"app": "web"}})
@@ -59,15 +62,6 @@ func TestDenials(t *testing.T) {
 	w.waitEntry(t, saID("finished"), false)
 	t.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
 
-	webSA, err := w.admin.CoreV1().ServiceAccounts(namespace).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherNode := w.node.DeepCopy()
-	otherNode.UID = "00000000-0000-0000-0000-000000000001"
-	replaced := web.DeepCopy()
-	replaced.UID = "00000000-0000-0000-0000-000000000002"
-
 	// The control: web-0, asked for as its node asks by default, is issued; each case below
 	// changes one thing.
 	t.Run("control", func(t *testing.T) {
@@ -78,11 +72,8 @@ func TestDenials(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name string
-		// admin makes the request as an admin, for pod on node, instead of as the node.
-		admin bool
-		pod   *corev1.Pod
-		node  *corev1.Node
-		opts  realcluster.PodCertificateRequestOptions
+		pod  *corev1.Pod
+		opts realcluster.PodCertificateRequestOptions
 		// reason is the Denied condition's; says are what its message must name.
 		reason string
 		says   []string
@@ -91,10 +82,9 @@ func TestDenials(t *testing.T) {
 			opts:   realcluster.PodCertificateRequestOptions{UnverifiedUserAnnotations: map[string]string{"example.com/colour": "blue"}},
 			reason: certificatesv1.PodCertificateRequestConditionInvalidUserConfig,
 			says:   []string{`"example.com/colour"`, "spire.spiffe.io/clusterspiffeid"}},
-		{name: "a ClusterSPIFFEID named that does not select the pod", pod: web,
-			opts:   realcluster.PodCertificateRequestOptions{UnverifiedUserAnnotations: map[string]string{"spire.spiffe.io/clusterspiffeid": "other"}},
+		{name: "a ClusterSPIFFEID named that does not select the pod", pod: named,
 			reason: "ClusterSPIFFEIDNotApplicable",
-			says:   []string{"ClusterSPIFFEID other does not select pod default/web-0"}},
+			says:   []string{"ClusterSPIFFEID other does not select pod default/web-1"}},
 		{name: "no ClusterSPIFFEID selects the pod", pod: lonely,
 			reason: "NoIdentity",
 			says:   []string{"no ClusterSPIFFEID selects pod default/lonely"}},
@@ -109,31 +99,9 @@ func TestDenials(t *testing.T) {
 		{name: "a pod that has succeeded", pod: finished,
 			reason: "PodFinished",
 			says:   []string{`"default"/"finished" has finished (phase Succeeded)`}},
-		{name: "an admin's request with a wrong node UID", admin: true, pod: web, node: otherNode,
-			opts:   realcluster.PodCertificateRequestOptions{ServiceAccountUID: webSA.UID},
-			reason: "PodMismatch",
-			says:   []string{`spec.nodeUID is "` + string(otherNode.UID) + `", the node's UID is "` + string(w.node.UID) + `"`}},
-		{name: "an admin's request with a wrong pod UID", admin: true, pod: replaced,
-			opts:   realcluster.PodCertificateRequestOptions{ServiceAccountUID: webSA.UID},
-			reason: "PodMismatch",
-			says:   []string{`spec.podUID is "` + string(replaced.UID) + `", the pod's UID is "` + string(web.UID) + `"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pcr *certificatesv1.PodCertificateRequest
-			if tc.admin {
-				opts := tc.opts
-				opts.SignerName, opts.LagTimeout = signerName, -1
-				node := tc.node
-				if node == nil {
-					node = w.node
-				}
-				var err error
-				if pcr, _, err = realcluster.RequestPodCertificate(ctx, w.admin, tc.pod, node, opts); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				pcr, _ = w.request(t, tc.pod, tc.opts)
-			}
+			pcr, _ := w.request(t, tc.pod, tc.opts)
 			got := w.waitEnded(t, pcr)
 			cond := meta.FindStatusCondition(got.Status.Conditions, certificatesv1.PodCertificateRequestConditionTypeDenied)
 			if cond == nil || cond.Status != "True" {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -46,7 +47,8 @@ func TestIssuedCertificateIsAnX509SVID(t *testing.T) {
 	w.startReady(t)
 	t.Logf("spire-registrar ready %s after the start", time.Since(start).Round(time.Millisecond))
 	w.createClusterSPIFFEID(t, "web", podIdentity("web"))
-	pod := w.createPod(t, "web-0", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"}})
+	pod := w.createPod(t, "web-0", podOptions{serviceAccount: "web", labels: map[string]string{"app": "web"},
+		projection: func(p *corev1.PodCertificateProjection) { p.MaxExpirationSeconds = ptr.To[int32](7200) }})
 	wantID := saID("web")
 	wantDNS := []string{"web-0.default.pod.cluster.local", "web.default.svc.cluster.local"}
 	w.waitEntry(t, wantID, true)
@@ -54,7 +56,7 @@ func TestIssuedCertificateIsAnX509SVID(t *testing.T) {
 
 	// The request allows two hours; the ClusterSPIFFEID's 90 minutes are shorter and win.
 	requested := time.Now()
-	pcr, key := w.request(t, pod, realcluster.PodCertificateRequestOptions{MaxExpirationSeconds: ptr.To[int32](7200)})
+	pcr, key := w.request(t, pod, realcluster.PodCertificateRequestOptions{})
 	shown := pcr.DeepCopy()
 	shown.ManagedFields = nil
 	created, err := yaml.Marshal(shown)

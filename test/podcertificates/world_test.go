@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -77,12 +78,18 @@ type worldOptions struct {
 	spireCATTL time.Duration
 	// notDownstream gives spire-registrar's entry admin only, without downstream.
 	notDownstream bool
+	// noNodeOnlyPolicy leaves out the admission policy of manifests/pod-certificates that lets
+	// only a pod's node request its certificate.
+	noNodeOnlyPolicy bool
+	// trustNonNodeRequesters sets podCertificates.trustNonNodeRequesters.
+	trustNonNodeRequesters bool
 	// federatedSignerName is podCertificates.federatedSignerName; empty: none.
 	federatedSignerName string
 }
 
 // world is a kube-apiserver that authorizes nodes as a cluster with kubelets does (Node
-// authorizer, NodeRestriction) with our CRDs, a node object, a spire-server, a spire-agent
+// authorizer, NodeRestriction) with our CRDs and the node-only admission policy of
+// manifests/pod-certificates, a node object, a spire-server, a spire-agent
 // attested to it with a join token, and spire-registrar's admin and downstream entry for its
 // uid and binary, whose X509-SVID the agent holds. start runs the spire-registrar binary,
 // which reaches the server over TCP with that X509-SVID and signs pod certificates.
@@ -94,6 +101,7 @@ type world struct {
 	asNode kubernetes.Interface // acts as system:node:<nodeName>, as its kubelet would
 	bin    string
 	uid    string
+	opts   worldOptions
 	// waitForIdentity and gcInterval are the config's for the next start: 2s and gcInterval
 	// unless a test sets them.
 	waitForIdentity, gcInterval time.Duration
@@ -106,7 +114,7 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if testing.Short() {
 		t.Skip("needs the real kube-apiserver, spire-server and spire-agent")
 	}
-	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), waitForIdentity: 2 * time.Second, gcInterval: gcInterval,
+	w := &world{bin: realcluster.RegistrarBinary(t), uid: strconv.Itoa(os.Getuid()), opts: opts, waitForIdentity: 2 * time.Second, gcInterval: gcInterval,
 		federatedSignerName: opts.federatedSignerName}
 	w.stack = realcluster.NewStackWith(t, realcluster.StackOptions{
 		Kube: realcluster.KubeOptions{NodeAuthorization: true},
@@ -136,6 +144,9 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	if w.asNode, err = w.stack.Kube.NodeClient(nodeName); err != nil {
 		t.Fatal(err)
 	}
+	if !opts.noNodeOnlyPolicy {
+		applyNodeOnlyPolicy(t, w.admin)
+	}
 	return w
 }
 
@@ -159,7 +170,15 @@ workloadAPISocketPath: %s
 podCertificates:
   enabled: true
   waitForIdentity: %s
-`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + federated
+`, trustDomain, w.gcInterval, w.stack.SPIRE.Address(), w.agent.SocketPath(), w.waitForIdentity) + federated + trustLine(w.opts.trustNonNodeRequesters)
+}
+
+// trustLine is the config line of podCertificates.trustNonNodeRequesters when trusted.
+func trustLine(trusted bool) string {
+	if !trusted {
+		return ""
+	}
+	return "  trustNonNodeRequesters: true\n"
 }
 
 // start runs spire-registrar with the flags given besides its config; it stops when the
@@ -182,6 +201,8 @@ func (w *world) startReady(t *testing.T) *realcluster.Registrar {
 type podOptions struct {
 	serviceAccount string // default "default"
 	labels         map[string]string
+	// projection changes the pod's podCertificate source.
+	projection func(*corev1.PodCertificateProjection)
 }
 
 // createPod creates a pod bound to the world's node that mounts a podCertificate volume of
@@ -197,6 +218,9 @@ func (w *world) createPod(t *testing.T, name string, opts podOptions) *corev1.Po
 		t.Fatal(err)
 	}
 	proj := corev1.PodCertificateProjection{SignerName: signerName, KeyType: realcluster.KeyTypeECDSAP256, CredentialBundlePath: "credentialbundle.pem"}
+	if opts.projection != nil {
+		opts.projection(&proj)
+	}
 	pod, err := realcluster.CreatePod(ctx, w.admin, namespace, name, nodeName, realcluster.WithPodCertificateVolume("svid", proj), func(p *corev1.Pod) {
 		p.Spec.ServiceAccountName = sa
 		p.Labels = opts.labels
@@ -218,11 +242,20 @@ func (w *world) createClusterSPIFFEID(t *testing.T, name string, spec spirev1alp
 }
 
 // request makes, as the pod's node, the PodCertificateRequest its kubelet would make for the
-// pod's volume, and returns it as created with the private key.
+// pod's volume, and returns it as created with the private key. Unless opts set them, the
+// lifetime and user annotations are the volume's, as the kubelet copies them.
 func (w *world) request(t *testing.T, pod *corev1.Pod, opts realcluster.PodCertificateRequestOptions) (*certificatesv1.PodCertificateRequest, crypto.Signer) {
 	t.Helper()
 	if opts.SignerName == "" {
 		opts.SignerName = signerName
+	}
+	if opts.MaxExpirationSeconds == nil && opts.UnverifiedUserAnnotations == nil {
+		for _, src := range podcert.PodCertificateSources(pod) {
+			if src.SignerName == opts.SignerName {
+				opts.MaxExpirationSeconds, opts.UnverifiedUserAnnotations = src.MaxExpirationSeconds, src.UserAnnotations
+				break
+			}
+		}
 	}
 	pcr, key, err := realcluster.RequestPodCertificate(t.Context(), w.asNode, pod, w.node, opts)
 	if err != nil {

@@ -53,6 +53,7 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
+	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
@@ -96,6 +97,11 @@ type Options struct {
 	// PodProjection, when pods are projected, refuses a cached pod that lacks fields the
 	// ClusterSPIFFEIDs read (see informercache.PodProjection); nil: pods are whole.
 	PodProjection *informercache.PodProjection
+	// DefaultTTL is the lifetime of a certificate whose ClusterSPIFFEID sets no ttl (0:
+	// podcert.DefaultTTL); MaxTTL, when positive, caps every certificate's.
+	DefaultTTL, MaxTTL time.Duration
+	// Identity is what a certificate may carry beyond what SPIRE allows any workload.
+	Identity podcert.IdentityRules
 	// DryRun writes nothing: no request status and no ClusterTrustBundle; what would be
 	// written is logged.
 	DryRun bool
@@ -117,6 +123,7 @@ type Controller struct {
 	opts     Options                                 // how requests are signed
 	renderer *render.Renderer                        // renders pods' identities as their entries are rendered
 	client   clientset.Interface                     // reads pods and nodes live; writes status and bundles
+	lookups  *podLookups                             // the pods' volumes and service accounts, read live and cached
 	ca       *caHolder                               // the signing CA, renewed from SPIRE
 	events   *runner.Events                          // the controller's event broadcaster (Events are only logged)
 	synced   atomic.Bool                             // set once the first CA and bundle sync succeeded
@@ -178,6 +185,7 @@ func NewController(
 		opts:     opts,
 		renderer: r,
 		client:   client,
+		lookups:  newPodLookups(client),
 		ca:       newCAHolder(authority, opts.CATTL),
 		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
 		// its own; Events of this controller's are only logged.

@@ -47,6 +47,7 @@ import (
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/informercache"
+	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 	"github.com/spire-registrar/spire-registrar/pkg/spire/spiretest"
@@ -162,18 +163,65 @@ func (env *testEnv) add(t *testing.T, objs ...runtime.Object) {
 	env.addToCache(t, objs...)
 }
 
-// addToAPI puts objects in the API server only: the informers have not seen them yet.
+// addToAPI puts objects in the API server only: the informers have not seen them yet. A pod
+// comes with its service account, as kube-apiserver admits pods (UID "uid-sa-<name>"). A
+// request comes from the pod's kubelet: unless the API server's pod already mounts
+// podCertificate volumes, it gets the one the request was made for.
 func (env *testEnv) addToAPI(t *testing.T, objs ...runtime.Object) {
 	t.Helper()
 	for _, obj := range objs {
 		tracker := env.kube.Tracker()
-		if _, ok := obj.(*spirev1alpha1.ClusterSPIFFEID); ok {
+		switch o := obj.(type) {
+		case *spirev1alpha1.ClusterSPIFFEID:
 			tracker = env.spireAPI.Tracker()
+		case *corev1.Pod:
+			env.addServiceAccount(t, o.Namespace, o.Spec.ServiceAccountName)
+		case *certificatesv1.PodCertificateRequest:
+			env.mountFor(t, o)
 		}
 		if err := tracker.Add(obj.DeepCopyObject()); err != nil {
 			t.Fatalf("adding %T to the API: %v", obj, err)
 		}
 	}
+}
+
+// addServiceAccount puts a service account in the API server unless it is there.
+func (env *testEnv) addServiceAccount(t *testing.T, namespace, name string) {
+	t.Helper()
+	if _, err := env.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), namespace, name); err == nil {
+		return
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: ktypes.UID("uid-sa-" + name)}}
+	if err := env.kube.Tracker().Add(sa); err != nil {
+		t.Fatalf("adding service account %s/%s to the API: %v", namespace, name, err)
+	}
+}
+
+// mountFor gives the API server's pod of req the podCertificate volume its kubelet made req
+// for, unless the test gave it podCertificate volumes of its own.
+func (env *testEnv) mountFor(t *testing.T, req *certificatesv1.PodCertificateRequest) {
+	t.Helper()
+	gvr := corev1.SchemeGroupVersion.WithResource("pods")
+	obj, err := env.kube.Tracker().Get(gvr, req.Namespace, req.Spec.PodName)
+	if err != nil {
+		return
+	}
+	pod := obj.(*corev1.Pod).DeepCopy()
+	if len(podcert.PodCertificateSources(pod)) > 0 {
+		return
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, podCertificateVolume(corev1.PodCertificateProjection{SignerName: req.Spec.SignerName,
+		MaxExpirationSeconds: req.Spec.MaxExpirationSeconds, UserAnnotations: req.Spec.UnverifiedUserAnnotations}))
+	if err := env.kube.Tracker().Update(gvr, pod, req.Namespace); err != nil {
+		t.Fatalf("mounting a podCertificate volume in pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// podCertificateVolume is a projected volume with one podCertificate source.
+func podCertificateVolume(src corev1.PodCertificateProjection) corev1.Volume {
+	return corev1.Volume{Name: fmt.Sprintf("pod-certificate-%d", time.Now().UnixNano()), VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{PodCertificate: &src}}},
+	}}
 }
 
 // addToCache puts objects in the informers' caches only, replacing what they held under the

@@ -110,6 +110,10 @@ func (c *Controller) choose(active []*render.ClusterSPIFFEID, pod *corev1.Pod, n
 	if err != nil {
 		return nil, podcert.Decide(podcert.ReasonNoIdentity, "ClusterSPIFFEID %s renders an invalid SPIFFE ID for pod %s: %v", chosen.Declarer.Name, podName, err)
 	}
+	if d := podcert.CheckIdentity(podcert.Identity{ClusterSPIFFEID: chosen.Declarer.Name, SPIFFEID: id,
+		Admin: chosen.Entry.GetAdmin(), Downstream: chosen.Entry.GetDownstream()}, c.opts.Identity); d != nil {
+		return nil, d
+	}
 	return &identity{spiffeID: id, dnsNames: chosen.Entry.GetDnsNames(), ttl: time.Duration(chosen.Entry.GetX509SvidTtl()) * time.Second}, nil
 }
 

@@ -137,6 +137,10 @@ func (c *Controller) decide(ctx context.Context, req *certificatesv1.PodCertific
 	if err != nil || d != nil {
 		return nil, d, err
 	}
+	// Last, as it alone reads the API server: a request it would not issue anyway costs none.
+	if d, err := c.lookups.check(ctx, req); err != nil || d != nil {
+		return nil, d, err
+	}
 	return c.sign(req, pub, id)
 }
 
@@ -147,7 +151,7 @@ func (c *Controller) sign(req *certificatesv1.PodCertificateRequest, pub crypto.
 	if err != nil {
 		return nil, nil, err
 	}
-	validity, err := podcert.Lifetime(now, req.Spec.MaxExpirationSeconds, id.ttl, ca.NotAfter())
+	validity, err := podcert.Lifetime(now, req.Spec.MaxExpirationSeconds, podcert.TTL(id.ttl, c.opts.DefaultTTL, c.opts.MaxTTL), ca.NotAfter())
 	if errors.Is(err, podcert.ErrCATooShort) {
 		return nil, nil, errNoCA{cause: err}
 	} else if err != nil {
@@ -264,7 +268,7 @@ func podFacts(pod *corev1.Pod) *podcert.PodFacts {
 		return nil
 	}
 	return &podcert.PodFacts{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, NodeName: pod.Spec.NodeName,
-		ServiceAccountName: pod.Spec.ServiceAccountName, Phase: pod.Status.Phase}
+		ServiceAccountName: pod.Spec.ServiceAccountName, Phase: pod.Status.Phase, Deleting: pod.DeletionTimestamp != nil}
 }
 
 // nodeFacts is what the request check reads of a node; nil for none.

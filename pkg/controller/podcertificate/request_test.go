@@ -107,17 +107,22 @@ func TestSyncRequestIssues(t *testing.T) {
 		caTTL                time.Duration // the SPIRE fake's CA TTL; 0: its default, a day
 		maxExpirationSeconds int32
 		ttl                  time.Duration // the ClusterSPIFFEID's
+		defaultTTL, maxTTL   time.Duration // podCertificates.defaultTTL and maxTTL
 		// wantLifetime is the leaf's; 0 means until the CA expires.
 		wantLifetime time.Duration
 	}{
 		{name: "maxExpirationSeconds is the shortest", maxExpirationSeconds: 2 * 3600, ttl: 3 * time.Hour, wantLifetime: 2 * time.Hour},
-		{name: "the default maxExpirationSeconds of a day", maxExpirationSeconds: 86400, wantLifetime: 24 * time.Hour},
+		{name: "no ttl: SPIRE's default X509-SVID TTL, not the request's day", maxExpirationSeconds: 86400, wantLifetime: time.Hour},
+		{name: "no ttl: the configured default", maxExpirationSeconds: 86400, defaultTTL: 5 * time.Hour, wantLifetime: 5 * time.Hour},
+		{name: "the ttl capped by maxTTL", maxExpirationSeconds: 86400, ttl: 12 * time.Hour, maxTTL: 2 * time.Hour, wantLifetime: 2 * time.Hour},
+		{name: "maxExpirationSeconds under the default", maxExpirationSeconds: 3600, defaultTTL: 5 * time.Hour, wantLifetime: time.Hour},
 		{name: "the ClusterSPIFFEID's ttl is the shortest", maxExpirationSeconds: 86400, ttl: 3 * time.Hour, wantLifetime: 3 * time.Hour},
 		{name: "a ttl under an hour is raised to an hour", maxExpirationSeconds: 86400, ttl: 10 * time.Minute, wantLifetime: time.Hour},
 		{name: "the CA's remaining life is the shortest", caTTL: 5 * time.Hour, maxExpirationSeconds: 86400, ttl: 6 * time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t, envOptions{beforeStart: func(s *spiretest.Server) { s.SetCATTL(tc.caTTL) }})
+			env := newTestEnv(t, envOptions{beforeStart: func(s *spiretest.Server) { s.SetCATTL(tc.caTTL) },
+				options: func(o *Options) { o.DefaultTTL, o.MaxTTL = tc.defaultTTL, tc.maxTTL }})
 			cl := newCluster()
 			cl.csid.Spec.TTL = metav1.Duration{Duration: tc.ttl}
 			env.add(t, cl.objects()...)
@@ -584,8 +589,9 @@ func TestSyncRequestWithCompactPods(t *testing.T) {
 			if tc.change != nil {
 				tc.change(cl.pod)
 			}
-			env.add(t, cl.ns, cl.node, cl.csid, req)
+			env.add(t, cl.ns, cl.node, cl.csid)
 			env.addToAPI(t, cl.pod)
+			env.add(t, req)
 			env.addToCache(t, informercache.Compact(cl.pod, 0))
 			if err := env.sync(req); err != nil {
 				t.Fatalf("syncRequest: %v", err)
