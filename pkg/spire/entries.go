@@ -154,6 +154,9 @@ func entryKey(e *types.Entry) string {
 	return ""
 }
 
+// Client's entry calls above send what they are given. BatchingClient, below, is what the
+// controllers write through: it joins the writes of concurrent callers into shared calls.
+
 // DefaultLinger is how long a batch waits for more calls to join it while an
 // inner call of its kind is already running. It bounds the delay batching
 // adds to any one call; a call that finds the inner client idle is not
