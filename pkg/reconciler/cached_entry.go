@@ -95,3 +95,57 @@ func (c *cachedEntry) entry() *spiretypes.Entry {
 	}
 	return e
 }
+
+// interner shares among cached entries the parts many of them repeat: parent IDs (one per
+// node), trust domains and selectors (a pod's UID selector is in the entry of every
+// ClusterSPIFFEID that selects the pod; namespace and service account ones in many more).
+// Shared parts are copies of the first entry's, and are never modified.
+type interner struct {
+	ids       map[spiffeIDKey]*spiretypes.SPIFFEID
+	selectors map[selectorKey]*spiretypes.Selector
+	strings   map[string]*string
+}
+
+type spiffeIDKey struct{ trustDomain, path string }
+
+type selectorKey struct{ typ, value string }
+
+func newInterner() *interner {
+	return &interner{ids: map[spiffeIDKey]*spiretypes.SPIFFEID{}, selectors: map[selectorKey]*spiretypes.Selector{},
+		strings: map[string]*string{}}
+}
+
+func (in *interner) spiffeID(id *spiretypes.SPIFFEID) *spiretypes.SPIFFEID {
+	k := spiffeIDKey{id.GetTrustDomain(), id.GetPath()}
+	if shared, ok := in.ids[k]; ok {
+		return shared
+	}
+	// A copy: id belongs to the caller.
+	shared := &spiretypes.SPIFFEID{TrustDomain: in.string(k.trustDomain), Path: k.path}
+	in.ids[k] = shared
+	return shared
+}
+
+func (in *interner) selector(s *spiretypes.Selector) *spiretypes.Selector {
+	k := selectorKey{s.GetType(), s.GetValue()}
+	if shared, ok := in.selectors[k]; ok {
+		return shared
+	}
+	shared := &spiretypes.Selector{Type: in.string(k.typ), Value: k.value}
+	in.selectors[k] = shared
+	return shared
+}
+
+func (in *interner) string(s string) string {
+	return *in.stringRef(s)
+}
+
+// stringRef returns a shared pointer to a string equal to s: 8 bytes where the string is 16.
+func (in *interner) stringRef(s string) *string {
+	if shared, ok := in.strings[s]; ok {
+		return shared
+	}
+	shared := &s
+	in.strings[s] = shared
+	return shared
+}

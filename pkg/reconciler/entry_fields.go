@@ -20,9 +20,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2"
 
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
@@ -343,4 +345,55 @@ func subset(a, b []string) bool {
 // setString prints a list whose order does not count, sorted.
 func setString(s []string) string {
 	return "[" + strings.Join(slices.Sorted(slices.Values(s)), " ") + "]"
+}
+
+// cloneEntry deep-copies an entry, since cached and declared entries are shared.
+func cloneEntry(e *spiretypes.Entry) *spiretypes.Entry {
+	return proto.Clone(e).(*spiretypes.Entry)
+}
+
+// unsupportedFields are the optional entry fields the connected SPIRE server does not keep,
+// one bit per row of entryFields. Older servers drop jwtSvidTtl, hint and storeSvid; comparing
+// them would update the same entries at every sync, for ever.
+type unsupportedFields struct {
+	bits uint64
+}
+
+// has reports whether the server does not keep entryFields[i].
+func (u unsupportedFields) has(i int) bool {
+	return u.bits&(1<<i) != 0
+}
+
+// fieldSupport learns which optional fields the server keeps from what it echoes back after
+// the controller's own writes. Unlike spire-controller-manager, which creates and deletes a
+// probe entry at every start, it writes nothing of its own.
+type fieldSupport struct {
+	mu          sync.Mutex
+	unsupported unsupportedFields
+}
+
+// learn compares an entry as sent with the server's echo of it. A field sent set and echoed
+// unset is not kept by the server; one echoed set is.
+func (f *fieldSupport) learn(logger klog.Logger, sent, echoed *spiretypes.Entry) {
+	if sent == nil || echoed == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, field := range entryFields {
+		if field.isSet == nil || !field.isSet(sent) {
+			continue
+		}
+		if unsupported := !field.isSet(echoed); unsupported != f.unsupported.has(i) {
+			f.unsupported.bits ^= 1 << i
+			logger.Info("Learned whether SPIRE keeps an entry field", "field", field.name, "kept", !unsupported)
+		}
+	}
+}
+
+// get returns the fields known not to be kept.
+func (f *fieldSupport) get() unsupportedFields {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unsupported
 }

@@ -19,6 +19,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -195,4 +196,108 @@ func (r *Renderer) renderID(t *compiledTemplate, data *renderInput) (*spiretypes
 		return nil, err
 	}
 	return r.parseID(t.Name(), text)
+}
+
+// parseID parses a literal SPIFFE ID that must belong to the trust domain.
+func (r *Renderer) parseID(field, text string) (*spiretypes.SPIFFEID, error) {
+	id, err := spiffeid.FromString(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: invalid SPIFFE ID %q: %w", field, text, err)
+	}
+	if !id.MemberOf(r.trustDomain) {
+		return nil, fmt.Errorf("%s: %q is outside trust domain %q", field, text, r.trustDomain.Name())
+	}
+	return &spiretypes.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}, nil
+}
+
+// SlicePods returns the "namespace/name" of every pod a slice targets, ready or not.
+func SlicePods(slice *discoveryv1.EndpointSlice) []string {
+	var pods []string
+	for _, ep := range slice.Endpoints {
+		if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" && ref.Name != "" {
+			ns := ref.Namespace
+			if ns == "" {
+				ns = slice.Namespace
+			}
+			pods = append(pods, ns+"/"+ref.Name)
+		}
+	}
+	return pods
+}
+
+// ServiceOf returns the name of the Service a slice belongs to, or "".
+func ServiceOf(slice *discoveryv1.EndpointSlice) string {
+	return slice.Labels[discoveryv1.LabelServiceName]
+}
+
+// ServicesOfPod returns, sorted, the names of the Services whose slices in the pod's namespace
+// list the pod as v1 Endpoints would list it, which is what spire-controller-manager reads:
+// an endpoint whose target is this pod (by UID when the slice names one, so a pod that reuses
+// a name is not taken for its predecessor), ready or not, but not one that is terminating
+// and not ready, which the Endpoints controller leaves out.
+func ServicesOfPod(endpointSlices []*discoveryv1.EndpointSlice, pod *corev1.Pod) []string {
+	var services []string
+	for _, slice := range endpointSlices {
+		if slice.Namespace != pod.Namespace || !sliceListsPod(slice, pod) {
+			continue
+		}
+		if svc := ServiceOf(slice); svc != "" {
+			services = append(services, svc)
+		}
+	}
+	slices.Sort(services)
+	return slices.Compact(services)
+}
+
+func sliceListsPod(slice *discoveryv1.EndpointSlice, pod *corev1.Pod) bool {
+	for _, ep := range slice.Endpoints {
+		ref := ep.TargetRef
+		if ref == nil || ref.Kind != "Pod" || ref.Name != pod.Name || (ref.Namespace != "" && ref.Namespace != pod.Namespace) {
+			continue
+		}
+		if (ref.UID == "" || ref.UID == pod.UID) && listedInEndpoints(ep) {
+			return true
+		}
+	}
+	return false
+}
+
+// listedInEndpoints reports whether v1 Endpoints list an endpoint, as a ready or a not-ready
+// address: they leave out only terminating pods that are not ready (the slice marks those
+// served with publishNotReadyAddresses as ready).
+func listedInEndpoints(ep discoveryv1.Endpoint) bool {
+	ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+	terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
+	return ready || !terminating
+}
+
+// SliceListedPods returns "namespace/name/uid" for every pod the slice lists as v1 Endpoints
+// would: a change to it changes the DNS names of those pods.
+func SliceListedPods(slice *discoveryv1.EndpointSlice) []string {
+	var pods []string
+	for _, ep := range slice.Endpoints {
+		if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" && ref.Name != "" && listedInEndpoints(ep) {
+			ns := ref.Namespace
+			if ns == "" {
+				ns = slice.Namespace
+			}
+			pods = append(pods, ns+"/"+ref.Name+"/"+string(ref.UID))
+		}
+	}
+	slices.Sort(pods)
+	return pods
+}
+
+// ServiceDNSNames are the names a pod is reachable by through its Services, as
+// spire-controller-manager's autoPopulateDNSNames produces them, sorted.
+func ServiceDNSNames(services []string, namespace, clusterDomain string) []string {
+	var names []string
+	for _, svc := range services {
+		names = append(names, svc, svc+"."+namespace, svc+"."+namespace+".svc")
+		if clusterDomain != "" {
+			names = append(names, svc+"."+namespace+".svc."+clusterDomain)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

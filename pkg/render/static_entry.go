@@ -97,15 +97,3 @@ func (r *Renderer) staticEntry(spec *spirev1alpha1.ClusterStaticEntrySpec) (*spi
 		StoreSvid:     spec.StoreSVID,
 	}, nil
 }
-
-// parseID parses a literal SPIFFE ID that must belong to the trust domain.
-func (r *Renderer) parseID(field, text string) (*spiretypes.SPIFFEID, error) {
-	id, err := spiffeid.FromString(text)
-	if err != nil {
-		return nil, fmt.Errorf("%s: invalid SPIFFE ID %q: %w", field, text, err)
-	}
-	if !id.MemberOf(r.trustDomain) {
-		return nil, fmt.Errorf("%s: %q is outside trust domain %q", field, text, r.trustDomain.Name())
-	}
-	return &spiretypes.SPIFFEID{TrustDomain: id.TrustDomain().Name(), Path: id.Path()}, nil
-}

@@ -52,7 +52,7 @@ type swapEnv struct {
 
 // swapWithCompletedJob swaps once more, from the running spire-controller-manager, with a
 // completed Job pod in the cluster: spire-controller-manager keeps its entry, spire-registrar
-// deletes it, as docs/differences.md's table says. The dry run must plan exactly that delete, the swap
+// deletes it, as docs/differences.md says. The dry run must plan exactly that delete, the swap
 // must write exactly that delete, and nothing else may change.
 func swapWithCompletedJob(ctx context.Context, t *testing.T, e swapEnv) {
 	t.Helper()

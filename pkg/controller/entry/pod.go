@@ -19,10 +19,12 @@ package entry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -61,6 +63,16 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	c.observePodSync(ctx, uid, pod, declared, res, err)
 	c.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
 	return err
+}
+
+// activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,
+// most preferred first.
+func (c *Controller) activeClusterSPIFFEIDs() ([]*render.ClusterSPIFFEID, error) {
+	all, err := c.clusterSPIFFEIDs.lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
+	}
+	return c.clusterSPIFFEIDs.compiled.Active(all, c.opts.Class.Matches), nil
 }
 
 // declarePod renders the entries the ClusterSPIFFEIDs declare for a pod. Pods that have

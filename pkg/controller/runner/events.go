@@ -18,6 +18,7 @@ package runner
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -73,4 +74,14 @@ func (e *Events) Start() {
 // Shutdown stops the broadcaster once the Events queued so far are handed out.
 func (e *Events) Shutdown() {
 	e.broadcaster.Shutdown()
+}
+
+// Truncate shortens a message put in an Event or a condition to at most n bytes and an
+// ellipsis, cutting no character in half: error texts from SPIRE can be long enough to make
+// the API refuse the object, or flood whoever reads it.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

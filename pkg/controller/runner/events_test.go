@@ -132,3 +132,22 @@ func TestOnlyLoggedEventsAreLoggedByDefault(t *testing.T) {
 func (e *Events) onlyLogged() bool {
 	return e.sink == nil
 }
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    string
+		n    int
+		want string
+	}{
+		{name: "short", s: "no bundle", n: 9, want: "no bundle"},
+		{name: "long", s: "no bundle for example.org", n: 9, want: "no bundle…"},
+		{name: "cut inside a character", s: "trust domain «a»", n: 14, want: "trust domain …"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Truncate(tc.s, tc.n); got != tc.want {
+				t.Errorf("Truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+			}
+		})
+	}
+}

@@ -62,3 +62,14 @@ func (hs *Handlers) RemoveAll() {
 		}
 	}
 }
+
+// Unwrap returns the object of an informer event as a T, including the last known state of
+// a deleted one whose deletion the informer missed (a tombstone). It reports false for an
+// object of any other type.
+func Unwrap[T any](obj any) (T, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}

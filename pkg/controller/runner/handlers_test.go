@@ -67,3 +67,28 @@ func TestRunRemovesTheControllersHandlers(t *testing.T) {
 		t.Errorf("the handler was called %d times after Run returned", n)
 	}
 }
+
+// TestUnwrap: a handler gets the object of an event whether it came as itself or, for a
+// deletion the informer missed, inside a tombstone; an object of another type is refused.
+func TestUnwrap(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}}
+	for _, tc := range []struct {
+		name   string
+		obj    any
+		want   *corev1.Pod
+		wantOK bool
+	}{
+		{name: "object", obj: pod, want: pod, wantOK: true},
+		{name: "tombstone", obj: cache.DeletedFinalStateUnknown{Key: "default/web", Obj: pod}, want: pod, wantOK: true},
+		{name: "other type", obj: &corev1.Node{}},
+		{name: "tombstone of other type", obj: cache.DeletedFinalStateUnknown{Key: "n", Obj: &corev1.Node{}}},
+		{name: "nil", obj: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Unwrap[*corev1.Pod](tc.obj)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("Unwrap = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

@@ -19,8 +19,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
@@ -78,4 +80,30 @@ func (w *StatusWriter[T]) Write(ctx context.Context, obj T, change func(T), read
 	w.support.Learn(*w.conditions(updated), *w.conditions(echo))
 	klog.FromContext(ctx).V(2).Info("Updated status", "kind", w.kind, "name", obj.GetName(), "ready", ready.Status, "reason", ready.Reason)
 	return true, nil
+}
+
+// ConditionSupport learns from the echo of a status write whether the installed CRD keeps
+// status conditions. spire-controller-manager's own CRDs, which the official chart installs,
+// have no status.conditions, so the API server prunes them; comparing with them would find
+// every status changed and write it again at every sync, for ever. Once a write comes back
+// without the conditions it carried, conditions are left out of every status, and a status
+// is written only when what the schema keeps changes.
+type ConditionSupport struct {
+	pruned atomic.Bool
+}
+
+// Set sets a condition, unless the schema prunes conditions.
+func (s *ConditionSupport) Set(conditions *[]metav1.Condition, c metav1.Condition) {
+	if s.pruned.Load() {
+		*conditions = nil
+		return
+	}
+	meta.SetStatusCondition(conditions, c)
+}
+
+// Learn records that conditions are pruned when a write that carried some echoes none.
+func (s *ConditionSupport) Learn(sent, echoed []metav1.Condition) {
+	if len(sent) > 0 && len(echoed) == 0 {
+		s.pruned.Store(true)
+	}
 }

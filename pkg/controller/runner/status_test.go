@@ -89,3 +89,25 @@ func TestStatusWriterWritesChangesOnly(t *testing.T) {
 		t.Errorf("after conditions were pruned: changed %t, %v, %d writes; want no second write", changed, err, updates(client))
 	}
 }
+
+func TestConditionSupportLearnsPruning(t *testing.T) {
+	var s ConditionSupport
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Set"}
+
+	var conditions []metav1.Condition
+	s.Set(&conditions, ready)
+	if len(conditions) != 1 {
+		t.Fatalf("before anything is learned, Set gives %v; want the condition", conditions)
+	}
+	// A schema that keeps conditions echoes them: nothing is learned.
+	s.Learn(conditions, conditions)
+	s.Learn(nil, nil)
+	if s.Set(&conditions, ready); len(conditions) != 1 {
+		t.Fatalf("after echoes that kept conditions, Set gives %v", conditions)
+	}
+	// A write that carried conditions comes back without them: the schema prunes them.
+	s.Learn(conditions, nil)
+	if s.Set(&conditions, ready); conditions != nil {
+		t.Errorf("after a pruned echo, Set gives %v; want no conditions, as the schema keeps", conditions)
+	}
+}
