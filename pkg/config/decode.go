@@ -83,6 +83,9 @@ func decode(data []byte) (*decoded, error) {
 		if errors.As(e, &fieldErr) {
 			path = fieldErr.FieldPath()
 		}
+		if path == "" {
+			path = `""` // a key that is the empty string
+		}
 		d.unknown = append(d.unknown, UnknownField{Field: path, Suggestion: suggestField(fileType, path)})
 	}
 	d.duplicates = duplicateFields(data)
