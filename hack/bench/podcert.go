@@ -57,6 +57,97 @@ type podCertResult struct {
 	registrarReady time.Duration
 }
 
+// podCertWorld is what both pod certificate benches run in: the light world with the Node
+// authorizer, a SPIRE server, a spire-agent, spire-registrar's binary with an admin and
+// downstream entry, the CRDs, and the benches' node, namespace, ClusterSPIFFEID and pods.
+type podCertWorld struct {
+	n          int // requests: the first -n, default 1000
+	logf       func(format string, args ...any)
+	outDir     string
+	kube       *realcluster.Kube
+	spire      *realcluster.SPIRE
+	agent      *realcluster.Agent
+	bin        string
+	admin      kubernetes.Interface
+	pods       []*corev1.Pod
+	node       *corev1.Node
+	nodeClient kubernetes.Interface // acts as the node
+	stops      []func()
+}
+
+// stop stops what startPodCertWorld started, last first.
+func (w *podCertWorld) stop() {
+	for i := len(w.stops) - 1; i >= 0; i-- {
+		w.stops[i]()
+	}
+}
+
+// startPodCertWorld starts a podCertWorld whose report goes under -out in a directory named
+// after mode; on error, what was started is stopped.
+func startPodCertWorld(ctx context.Context, o options, mode string) (w *podCertWorld, err error) {
+	w = &podCertWorld{n: o.sizes[0]}
+	defer func() {
+		if err != nil {
+			w.stop()
+		}
+	}()
+	if !flagSet("n") {
+		w.n = 1000
+	}
+	w.logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+	w.outDir = filepath.Join(o.out, mode+"-"+time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(w.outDir, 0o755); err != nil {
+		return w, err
+	}
+	if w.kube, err = realcluster.StartKube(ctx, realcluster.KubeOptions{NodeAuthorization: true, Logf: w.logf}); err != nil {
+		return w, err
+	}
+	w.stops = append(w.stops, func() { _ = w.kube.Stop() })
+	if w.spire, err = realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Logf: w.logf}); err != nil {
+		return w, err
+	}
+	w.stops = append(w.stops, func() { _ = w.spire.Stop() })
+	if w.agent, err = realcluster.StartAgent(ctx, realcluster.AgentOptions{Server: w.spire, DiscoverWorkloadPath: true, Logf: w.logf}); err != nil {
+		return w, err
+	}
+	w.stops = append(w.stops, func() { _ = w.agent.Stop() })
+	bin, binDir, err := buildRegistrar(ctx)
+	if err != nil {
+		return w, err
+	}
+	w.bin = bin
+	w.stops = append(w.stops, func() { _ = os.RemoveAll(binDir) })
+	registrarID := "spiffe://" + w.spire.TrustDomain() + "/spire-registrar"
+	if _, err := w.agent.CreateWorkloadEntryCLI(ctx, registrarID,
+		[]string{"unix:uid:" + strconv.Itoa(os.Getuid()), "unix:path:" + bin}, "-admin", "-downstream"); err != nil {
+		return w, err
+	}
+	if err := w.agent.WaitForSVIDCached(ctx, registrarID); err != nil {
+		return w, err
+	}
+	if w.admin, err = w.kube.Client(); err != nil {
+		return w, err
+	}
+	spireAPI, err := spireclientset.NewForConfig(w.kube.RESTConfig())
+	if err != nil {
+		return w, err
+	}
+	crds, err := realcluster.CRDsDir()
+	if err != nil {
+		return w, err
+	}
+	if _, err := realcluster.ApplyCRDs(ctx, w.kube.RESTConfig(), crds); err != nil {
+		return w, err
+	}
+	if w.pods, w.node, err = podCertWorkload(ctx, w.admin, spireAPI); err != nil {
+		return w, err
+	}
+	w.nodeClient, err = w.kube.NodeClient(w.node.Name)
+	return w, err
+}
+
 // runPodCertBench is -mode podcert: in the light world with the Node authorizer, a SPIRE
 // server, a spire-agent and spire-registrar's binary signing PodCertificateRequests with a
 // downstream CA, it measures, for N requests (the first -n, default 1000) made as the node:
@@ -67,70 +158,13 @@ type podCertResult struct {
 //     call until the last is issued: requests per second one replica sustains; and, as the
 //     API server's own ceiling, the same creates with spire-registrar stopped.
 func runPodCertBench(ctx context.Context, o options) error {
-	n := o.sizes[0]
-	if !flagSet("n") {
-		n = 1000
-	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-	}
-	outDir := filepath.Join(o.out, "podcert-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-
-	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{NodeAuthorization: true, Logf: logf})
+	wld, err := startPodCertWorld(ctx, o, "podcert")
 	if err != nil {
 		return err
 	}
-	defer kube.Stop()
-	spireServer, err := realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer spireServer.Stop()
-	agent, err := realcluster.StartAgent(ctx, realcluster.AgentOptions{Server: spireServer, DiscoverWorkloadPath: true, Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer agent.Stop()
-	bin, binDir, err := buildRegistrar(ctx)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(binDir)
-	registrarID := "spiffe://" + spireServer.TrustDomain() + "/spire-registrar"
-	if _, err := agent.CreateWorkloadEntryCLI(ctx, registrarID,
-		[]string{"unix:uid:" + strconv.Itoa(os.Getuid()), "unix:path:" + bin}, "-admin", "-downstream"); err != nil {
-		return err
-	}
-	if err := agent.WaitForSVIDCached(ctx, registrarID); err != nil {
-		return err
-	}
-
-	admin, err := kube.Client()
-	if err != nil {
-		return err
-	}
-	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		return err
-	}
-	crds, err := realcluster.CRDsDir()
-	if err != nil {
-		return err
-	}
-	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), crds); err != nil {
-		return err
-	}
-	pods, node, err := podCertWorkload(ctx, admin, spireAPI)
-	if err != nil {
-		return err
-	}
-	nodeClient, err := kube.NodeClient(node.Name)
-	if err != nil {
-		return err
-	}
+	defer wld.stop()
+	n, logf, outDir, kube, spireServer, agent, bin, admin := wld.n, wld.logf, wld.outDir, wld.kube, wld.spire, wld.agent, wld.bin, wld.admin
+	pods, node, nodeClient := wld.pods, wld.node, wld.nodeClient
 
 	res := podCertResult{requests: n, concurrency: o.concurrency}
 	start := func() (*registrarProcess, error) {

@@ -36,7 +36,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
@@ -58,69 +57,14 @@ const (
 // took to be denied, and the calls kube-apiserver served meanwhile, by verb and resource,
 // from its own apiserver_request_total.
 func runPodCertFloodBench(ctx context.Context, o options) error {
-	n := o.sizes[0]
-	if !flagSet("n") {
-		n = 1000
-	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-	}
-	outDir := filepath.Join(o.out, "podcert-flood-"+time.Now().Format("20060102-150405"))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-	kube, err := realcluster.StartKube(ctx, realcluster.KubeOptions{NodeAuthorization: true, Logf: logf})
+	wld, err := startPodCertWorld(ctx, o, "podcert-flood")
 	if err != nil {
 		return err
 	}
-	defer kube.Stop()
-	spireServer, err := realcluster.StartSPIRE(ctx, realcluster.SPIREOptions{Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer spireServer.Stop()
-	agent, err := realcluster.StartAgent(ctx, realcluster.AgentOptions{Server: spireServer, DiscoverWorkloadPath: true, Logf: logf})
-	if err != nil {
-		return err
-	}
-	defer agent.Stop()
-	bin, binDir, err := buildRegistrar(ctx)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(binDir)
-	registrarID := "spiffe://" + spireServer.TrustDomain() + "/spire-registrar"
-	if _, err := agent.CreateWorkloadEntryCLI(ctx, registrarID,
-		[]string{"unix:uid:" + strconv.Itoa(os.Getuid()), "unix:path:" + bin}, "-admin", "-downstream"); err != nil {
-		return err
-	}
-	if err := agent.WaitForSVIDCached(ctx, registrarID); err != nil {
-		return err
-	}
-	admin, err := kube.Client()
-	if err != nil {
-		return err
-	}
-	spireAPI, err := spireclientset.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		return err
-	}
-	crds, err := realcluster.CRDsDir()
-	if err != nil {
-		return err
-	}
-	if _, err := realcluster.ApplyCRDs(ctx, kube.RESTConfig(), crds); err != nil {
-		return err
-	}
-	good, node, err := podCertWorkload(ctx, admin, spireAPI)
-	if err != nil {
-		return err
-	}
+	defer wld.stop()
+	n, logf, outDir, kube, spireServer, agent, bin, admin := wld.n, wld.logf, wld.outDir, wld.kube, wld.spire, wld.agent, wld.bin, wld.admin
+	good, node, nodeClient := wld.pods, wld.node, wld.nodeClient
 	flood, err := podCertFloodPods(ctx, admin, node)
-	if err != nil {
-		return err
-	}
-	nodeClient, err := kube.NodeClient(node.Name)
 	if err != nil {
 		return err
 	}
