@@ -21,10 +21,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -35,28 +31,9 @@ import (
 	"github.com/spire-registrar/spire-registrar/pkg/app"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/static"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/memtest"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
-
-// vmBytes returns a field of /proc/self/status given in kB (VmRSS, VmHWM), in bytes.
-func vmBytes(t *testing.T, field string) int64 {
-	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s %q: %v", field, rest, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0
-}
 
 // TestStaticModeHostileFilesStallNothing runs static mode against the real spire-server, then
 // replaces a manifest that declared an entry with a FIFO no one writes to and adds a sparse
@@ -146,12 +123,7 @@ func TestStaticModeHostileFilesStallNothing(t *testing.T) {
 	waitFor("both manifests in SPIRE", func(ids map[string]string) bool { return len(ids) == 2 })
 	keptID := idsBySPIFFEID()["spiffe://example.org/kept"]
 
-	runtime.GC()
-	debug.FreeOSMemory()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("resetting VmHWM: %v", err)
-	}
-	baseline := vmBytes(t, "VmRSS")
+	baseline := memtest.Baseline(t)
 	tmp := filepath.Join(dir, ".fifo")
 	if err := syscall.Mkfifo(tmp, 0o600); err != nil {
 		t.Fatal(err)
@@ -177,7 +149,7 @@ func TestStaticModeHostileFilesStallNothing(t *testing.T) {
 		_, ok := ids["spiffe://example.org/good-1"]
 		return ok
 	})
-	growth := vmBytes(t, "VmHWM") - baseline
+	growth := memtest.Status(t, "VmHWM") - baseline
 	t.Logf("with a FIFO and a 512 MiB manifest in the directory: an edit reached SPIRE in %v (%v: never), peak memory +%d MiB",
 		took.Round(time.Millisecond), timeout, growth>>20)
 	if growth > maxGrowth {

@@ -24,9 +24,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,39 +34,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/memtest"
 )
-
-// procStatusBytes returns a field of /proc/self/status given in kB (VmRSS, VmHWM), in bytes.
-func procStatusBytes(t *testing.T, field string) int64 {
-	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s %q: %v", field, rest, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0
-}
-
-// resetPeakMemory returns memory to the OS and makes the current resident set the process's
-// peak (VmHWM) again, so that the next peak read measures only what follows.
-func resetPeakMemory(t *testing.T) int64 {
-	t.Helper()
-	runtime.GC()
-	debug.FreeOSMemory()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("resetting VmHWM: %v", err)
-	}
-	return procStatusBytes(t, "VmRSS")
-}
 
 // replaceWith makes the manifest name in dir whatever make creates at the path it is given,
 // by a rename over it: the file is never missing, which would delete what it declared.
@@ -269,7 +235,7 @@ func TestHostileFilesCannotStallThePoller(t *testing.T) {
 				source.Shutdown()
 			}()
 
-			baseline := resetPeakMemory(t)
+			baseline := memtest.Baseline(t)
 			release = hostile.install(t, dir, "kept.yaml")
 			var slowest time.Duration
 			for edit := 1; edit <= edits; edit++ {
@@ -289,7 +255,7 @@ func TestHostileFilesCannotStallThePoller(t *testing.T) {
 				}
 				slowest = max(slowest, time.Since(start))
 			}
-			growth := procStatusBytes(t, "VmHWM") - baseline
+			growth := memtest.Status(t, "VmHWM") - baseline
 			t.Logf("%s: slowest edit served in %v (%v: never), peak memory +%d MiB", hostile.name, slowest.Round(time.Millisecond), cmp.Or(hostile.timeout, timeout), growth>>20)
 			bound := cmp.Or(hostile.maxGrowth, maxGrowth)
 			if raceEnabled {

@@ -25,8 +25,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +39,7 @@ import (
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
+	"github.com/spire-registrar/spire-registrar/pkg/testing/memtest"
 	"github.com/spire-registrar/spire-registrar/pkg/testing/realcluster"
 )
 
@@ -135,7 +134,8 @@ func TestAdmissionNeverFailsOpen(t *testing.T) {
 			}); err != nil {
 				t.Fatal("the webhook never became ready")
 			}
-			before := resetPeakRSS(t)
+			memtest.ResetPeak(t)
+			before := memtest.Status(t, "VmHWM")
 
 			attackCtx, stopAttack := context.WithCancel(ctx)
 			var attackers sync.WaitGroup
@@ -188,7 +188,7 @@ func TestAdmissionNeverFailsOpen(t *testing.T) {
 			if err == nil {
 				_ = clusterSPIFFEIDs.Delete(ctx, name, metav1.DeleteOptions{})
 			}
-			grown := peakRSS(t) - before
+			grown := memtest.Status(t, "VmHWM") - before
 			t.Logf("%s (%d attackers, %d holding, %d held in all): invalid answered after %v, valid after %v; peak RSS grew by %d MiB",
 				shape.name, shape.attackers, holding.Load(), held.Load(), waited.Round(time.Millisecond), validWaited.Round(time.Millisecond), grown>>20)
 			if grown > starvationPeakBound {
@@ -418,34 +418,4 @@ func starvationReview() []byte {
 		`"kind":{"group":"spire.spiffe.io","version":"v1alpha1","kind":"ClusterSPIFFEID"},"name":"attacker","operation":"CREATE",` +
 		`"object":{"apiVersion":"spire.spiffe.io/v1alpha1","kind":"ClusterSPIFFEID","metadata":{"name":"attacker"},` +
 		`"spec":{"spiffeIDTemplate":"spiffe://example.org/attacker"}}}}`)
-}
-
-// resetPeakRSS resets the process's peak resident set size (VmHWM) to its current size, and
-// returns it.
-func resetPeakRSS(t *testing.T) int64 {
-	t.Helper()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("resetting the peak RSS: %v", err)
-	}
-	return peakRSS(t)
-}
-
-// peakRSS is the process's peak resident set size (VmHWM), in bytes.
-func peakRSS(t *testing.T) int64 {
-	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM %q: %v", rest, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/self/status")
-	return 0
 }
