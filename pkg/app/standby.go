@@ -37,10 +37,6 @@ import (
 // queues stay empty and its metrics quiet. TestWarmInformersAreTheControllers' keeps this list
 // equal to what the constructors register. It returns the informers, which a new leader waits
 // for to catch up with the API server (awaitCaughtUp).
-//
-// Pods are cached as the leader will cache them, projected to what the ClusterSPIFFEIDs of
-// the controller's class read now: a leader keeps the projections a standby made until the
-// pods change, which at 30k pods is the difference between about 0.7 and 7 KB a pod.
 func warmInformers(ctx context.Context, cc ControllerContext) []watchedInformer {
 	cfg := cc.Config
 	var watched []watchedInformer
@@ -57,7 +53,6 @@ func warmInformers(ctx context.Context, cc ControllerContext) []watchedInformer 
 	}
 	if cfg.Reconcile.ClusterSPIFFEIDs || cfg.PodCertificates.Enabled {
 		narrowInformers(cc)
-		narrowPodProjection(ctx, cc)
 		kube("pods", &corev1.Pod{}, cc.KubeInformers.Core().V1().Pods().Informer)
 		kube("namespaces", &corev1.Namespace{}, cc.KubeInformers.Core().V1().Namespaces().Informer)
 		kube("nodes", &corev1.Node{}, cc.KubeInformers.Core().V1().Nodes().Informer)
