@@ -18,6 +18,7 @@ package entry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	spiretypes "github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -177,4 +179,46 @@ func describeEntries(entries []*spiretypes.Entry) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
+}
+
+// TestFailedWholePodReadKeepsEntries: when a pod a ClusterSPIFFEID reads whole cannot be read,
+// its sync and the full resync fail, and so are retried with backoff, and its entries stay;
+// when the API server answers that the pod is gone, its entries go.
+func TestFailedWholePodReadKeepsEntries(t *testing.T) {
+	web := pod("production", "web-server", "node-1", map[string]string{"app": "web-server"})
+	web.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/web"}}
+	env := newTestEnvWith(t, envOptions{trimmedPods: true}, []runtime.Object{
+		namespace("production", map[string]string{"env": "production"}), node("node-1"), web,
+	}, clusterSPIFFEID("image-identity", time.Hour, spirev1alpha1.ClusterSPIFFEIDSpec{
+		SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/image/{{ (index .PodSpec.Containers 0).Image }}",
+	}))
+	if err := env.controller.fullResync(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := describeEntries(env.spire.Entries())
+	if !strings.Contains(want, "/image/registry.example/web<") {
+		t.Fatalf("SPIRE holds %s, want the image entry", want)
+	}
+
+	var answer error = errors.New("connection refused")
+	env.kube.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, answer
+	})
+	if err := env.controller.syncPod(env.ctx, web.UID); err == nil {
+		t.Error("syncPod succeeded without reading the pod")
+	}
+	if err := env.controller.fullResync(env.ctx); err == nil {
+		t.Error("the full resync succeeded without reading the pod")
+	}
+	if got := describeEntries(env.spire.Entries()); got != want {
+		t.Errorf("after failed reads SPIRE holds %s, want %s", got, want)
+	}
+
+	answer = apierrors.NewNotFound(corev1.Resource("pods"), web.Name)
+	if err := env.controller.syncPod(env.ctx, web.UID); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.spire.Entries(); len(got) != 0 {
+		t.Errorf("SPIRE holds %s for a pod the API server no longer has", describeEntries(got))
+	}
 }
