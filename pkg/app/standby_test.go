@@ -81,7 +81,7 @@ func TestWarmInformersAreTheControllers(t *testing.T) {
 				}
 			}
 			_, leader := caches(newControllers)
-			standbyContext, standby := caches(func(cc ControllerContext) { warmInformers(ctx, cc) })
+			standbyContext, standby := caches(func(cc ControllerContext) { warmInformers(cc) })
 			if diff := cmp.Diff(leader, standby); diff != "" {
 				t.Errorf("standby caches differ from the controllers' (-controllers +standby):\n%s", diff)
 			}
@@ -181,7 +181,7 @@ func TestWarmInformersCanListAgain(t *testing.T) {
 	kubeClient, spireClient := k8sfake.NewClientset(), spirefake.NewSimpleClientset()
 	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
 	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
-	watched := warmInformers(context.Background(), cc)
+	watched := warmInformers(cc)
 	var names []string
 	for _, w := range watched {
 		names = append(names, w.name)
