@@ -59,7 +59,7 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
-var flags = [2]bool{false, true}
+var sharedFlags = [2]bool{false, true}
 
 // sharedFlag returns a pointer to a bool of the same value that every pod shares.
 func sharedFlag(b *bool) *bool {
@@ -67,9 +67,9 @@ func sharedFlag(b *bool) *bool {
 		return nil
 	}
 	if *b {
-		return &flags[1]
+		return &sharedFlags[1]
 	}
-	return &flags[0]
+	return &sharedFlags[0]
 }
 
 // SameForEntries reports whether two versions of a cached pod give the same entries: their
