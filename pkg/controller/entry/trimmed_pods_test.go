@@ -200,7 +200,7 @@ func TestFailedWholePodReadKeepsEntries(t *testing.T) {
 		t.Fatalf("SPIRE holds %s, want the image entry", want)
 	}
 
-	var answer error = errors.New("connection refused")
+	answer := error(errors.New("connection refused"))
 	env.kube.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, answer
 	})
