@@ -28,6 +28,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
 	spireclientset "github.com/spire-registrar/spire-registrar/generated/clientset/versioned"
@@ -55,9 +56,6 @@ type ControllerContext struct {
 	// Constructors only register the informers they need; the caller starts the factories.
 	KubeInformers  informers.SharedInformerFactory
 	SpireInformers spireinformers.SharedInformerFactory
-	// PodProjection is the projection of KubeInformers' pods when they come from
-	// NewProjectedInformerFactories; nil when pods are cached whole.
-	PodProjection *informercache.PodProjection
 	// SPIRE is the SPIRE server's admin API as dialled (see DialSPIRE), without decorators:
 	// the controllers get it through the chain built here (metrics, then batching, or the
 	// dry-run client).
@@ -95,6 +93,14 @@ func (cc ControllerContext) eventsClient() clientset.Interface {
 		return nil
 	}
 	return cc.KubeClient
+}
+
+// podClient is the client the controllers read pods whole with (see informercache.WholePods).
+func (cc ControllerContext) podClient() corev1client.PodsGetter {
+	if cc.KubeClient == nil {
+		return nil
+	}
+	return cc.KubeClient.CoreV1()
 }
 
 // Controller is a constructed controller, ready to run once the informer factories started.
@@ -140,26 +146,12 @@ func descriptors() []descriptor {
 
 // NewInformerFactories returns shared informer factories for the controllers and any other
 // controller of the binary. Objects are cached without what no controller reads (see
-// informercache.Trim), pods whole but for managedFields and most of their status.
+// informercache.NewTrim): of a pod its metadata, the spec fields nearly every template reads,
+// its phase and PodScheduled condition, as a *corev1.Pod the factory's pod lister reads.
 func NewInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory) {
-	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(informercache.Trim))
-	return kube, newSpireInformerFactory(spireAPIClient)
-}
-
-// NewProjectedInformerFactories returns informer factories whose pods only spire-registrar's
-// controllers read, as in the standalone binary: pods are cached as compact or projected
-// pods that keep only what the active ClusterSPIFFEIDs' templates read, a few hundred bytes
-// a pod. The factory's pod lister cannot read them, so a binary that runs controllers of its
-// own on pods must use NewInformerFactories. Pass the projection on in
-// ControllerContext.PodProjection.
-func NewProjectedInformerFactories(kubeClient clientset.Interface, spireAPIClient spireclientset.Interface) (informers.SharedInformerFactory, spireinformers.SharedInformerFactory, *informercache.PodProjection) {
-	pods := informercache.NewPodProjection()
-	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(pods.Transform))
-	return kube, newSpireInformerFactory(spireAPIClient), pods
-}
-
-func newSpireInformerFactory(client spireclientset.Interface) spireinformers.SharedInformerFactory {
-	return spireinformers.NewSharedInformerFactoryWithOptions(client, 0, spireinformers.WithTransform(informercache.Trim))
+	kube := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithTransform(informercache.NewTrim()))
+	spire := spireinformers.NewSharedInformerFactoryWithOptions(spireAPIClient, 0, spireinformers.WithTransform(informercache.NewTrim()))
+	return kube, spire
 }
 
 // NewControllers constructs every controller from the context. Call it before starting the

@@ -19,10 +19,6 @@ package app
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/klog/v2"
-
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/entry"
@@ -50,15 +46,13 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 	opts := entryOptions(cfg, cc.DryRun, keepIDs(cc.SPIREIdentity))
 	if opts.SkipClusterSPIFFEIDs {
 		// Without ClusterSPIFFEIDs nothing reads pods: their informers are not even created.
-		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics, cc.eventsClient(), cc.SpireAPIClient, cc.SPIRE, opts)
+		c, err := entry.NewController(ctx, nil, nil, nil, nil, nil, statics, cc.eventsClient(), nil, cc.SpireAPIClient, cc.SPIRE, opts)
 		if err != nil {
 			return nil, err
 		}
 		return entryController{c}, nil
 	}
 	narrowInformers(cc)
-	narrowPodProjection(ctx, cc)
-	opts.PodProjection = cc.PodProjection
 	c, err := entry.NewController(ctx,
 		cc.KubeInformers.Core().V1().Pods(),
 		cc.KubeInformers.Core().V1().Namespaces(),
@@ -67,6 +61,7 @@ func newEntryController(ctx context.Context, cc ControllerContext) (Controller, 
 		cc.SpireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(),
 		statics,
 		cc.eventsClient(),
+		cc.podClient(),
 		cc.SpireAPIClient,
 		cc.SPIRE,
 		opts)
@@ -117,39 +112,4 @@ func entryOptions(cfg *config.Config, dryRun bool, keep []string) entry.Options 
 func renderSettings(cfg *config.Config) render.Settings {
 	return render.Settings{TrustDomain: cfg.TrustDomain, ClusterName: cfg.ClusterName, ClusterDomain: cfg.ClusterDomain,
 		ParentIDTemplate: cfg.ParentIDTemplate}
-}
-
-// narrowPodProjection narrows the projection of cc's pods, if they are projected, to what
-// the parent ID template and the ClusterSPIFFEIDs of the controller's class read now (see
-// informercache.PodProjection.Narrow).
-func narrowPodProjection(ctx context.Context, cc ControllerContext) {
-	if cc.PodProjection != nil {
-		cc.PodProjection.Narrow(func() render.Reach { return initialReach(ctx, cc) })
-	}
-}
-
-// initialReach is what the parent ID template and the ClusterSPIFFEIDs of the controller's
-// class can read, or, when they cannot be listed, all that templates can see but
-// managedFields.
-func initialReach(ctx context.Context, cc ControllerContext) render.Reach {
-	cfg := cc.Config
-	r, err := render.NewRenderer(renderSettings(cfg))
-	if err != nil || cc.SpireAPIClient == nil {
-		return render.FullReach()
-	}
-	reach := r.Reach()
-	list, err := cc.SpireAPIClient.SpireV1alpha1().ClusterSPIFFEIDs().List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(cfg.ClusterSPIFFEIDLabels).String(),
-	})
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Listing ClusterSPIFFEIDs to choose the pod fields to cache: caching them all")
-		return render.FullReach()
-	}
-	class := cfg.Class()
-	for i := range list.Items {
-		if class.Matches(list.Items[i].Spec.ClassName) {
-			reach.Union(render.CompileClusterSPIFFEID(&list.Items[i]).Reach())
-		}
-	}
-	return reach
 }

@@ -66,14 +66,10 @@ func narrowInformers(cc ControllerContext) {
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector, o.FieldSelector = selectors.LabelSelector, selectors.FieldSelector
 	}
-	if cc.PodProjection != nil {
-		cc.PodProjection.RegisterInformer(cc.KubeInformers, namespace, tweak)
-	} else {
-		cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
-			c := client.CoreV1().Pods(namespace)
-			return relistable(&corev1.Pod{}, client, c.List, c.Watch, tweak, resync)
-		})
-	}
+	cc.KubeInformers.InformerFor(&corev1.Pod{}, func(client clientset.Interface, resync time.Duration) cache.SharedIndexInformer {
+		c := client.CoreV1().Pods(namespace)
+		return relistable(&corev1.Pod{}, client, c.List, c.Watch, tweak, resync)
+	})
 	if cc.ReadEndpoints {
 		registerEndpointsAsSlicesInformer(cc.KubeInformers, namespace, tweak)
 	} else {

@@ -70,7 +70,6 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 		return nil, err
 	}
 	narrowInformers(cc)
-	narrowPodProjection(ctx, cc)
 	requests, bundles := podCertificateInformers(cc)
 	c, err := podcertificate.NewController(ctx, requests, bundles,
 		cc.KubeInformers.Core().V1().Pods(),
@@ -90,7 +89,6 @@ func newPodCertificateController(ctx context.Context, cc ControllerContext) (Con
 			WaitForIdentity:       cfg.PodCertificates.WaitForIdentity,
 			ResyncInterval:        cfg.GCInterval,
 			MaxResyncShare:        cfg.MaxResyncShare,
-			PodProjection:         cc.PodProjection,
 			DefaultTTL:            cfg.PodCertificates.DefaultTTL,
 			MaxTTL:                cfg.PodCertificates.MaxTTL,
 			Identity: podcert.IdentityRules{

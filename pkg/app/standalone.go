@@ -267,7 +267,7 @@ func runInCluster(ctx context.Context, opts *Options, cc ControllerContext, mint
 		return fmt.Errorf("creating spire.spiffe.io client: %w", err)
 	}
 	cc.KubeClient, cc.SpireAPIClient = kubeClient, spireAPIClient
-	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(informerKube, informerSpire)
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(informerKube, informerSpire)
 	AdaptToPermissions(ctx, &cc)
 	if !cfg.LeaderElection.Enabled {
 		return Run(ctx, cc, opts.Workers, health)

@@ -37,11 +37,7 @@ import (
 // queues stay empty and its metrics quiet. TestWarmInformersAreTheControllers' keeps this list
 // equal to what the constructors register. It returns the informers, which a new leader waits
 // for to catch up with the API server (awaitCaughtUp).
-//
-// Pods are cached as the leader will cache them, projected to what the ClusterSPIFFEIDs of
-// the controller's class read now: a leader keeps the projections a standby made until the
-// pods change, which at 30k pods is the difference between about 0.7 and 7 KB a pod.
-func warmInformers(ctx context.Context, cc ControllerContext) []watchedInformer {
+func warmInformers(cc ControllerContext) []watchedInformer {
 	cfg := cc.Config
 	var watched []watchedInformer
 	// The factories' typed accessors register an informer and return it wrapped; the
@@ -57,7 +53,6 @@ func warmInformers(ctx context.Context, cc ControllerContext) []watchedInformer 
 	}
 	if cfg.Reconcile.ClusterSPIFFEIDs || cfg.PodCertificates.Enabled {
 		narrowInformers(cc)
-		narrowPodProjection(ctx, cc)
 		kube("pods", &corev1.Pod{}, cc.KubeInformers.Core().V1().Pods().Informer)
 		kube("namespaces", &corev1.Namespace{}, cc.KubeInformers.Core().V1().Namespaces().Informer)
 		kube("nodes", &corev1.Node{}, cc.KubeInformers.Core().V1().Nodes().Informer)
@@ -97,8 +92,8 @@ func runWarmStandby(ctx context.Context, cc ControllerContext, workers int, heal
 // controllers share some of these informers calls it before constructing them, so that the
 // shared informers are the ones a new leader can bring up to date in a second after an
 // outage (an informer registered first by other code is kept, and caught up by its events).
-func RegisterInformers(ctx context.Context, cc ControllerContext) {
-	warmInformers(ctx, cc)
+func RegisterInformers(_ context.Context, cc ControllerContext) {
+	warmInformers(cc)
 }
 
 // RunLeaderElected runs spire-registrar's controllers under leader election
@@ -144,7 +139,7 @@ func runElected(ctx, informerCtx context.Context, cc ControllerContext, workers 
 	// the SPIRE server it runs beside must not leave its Service for the Lease's sake.
 	health.setPhase(phaseWarming)
 	health.electing.Store(true)
-	informers := warmInformers(ctx, cc)
+	informers := warmInformers(cc)
 	start := time.Now()
 	cc.KubeInformers.Start(informerCtx.Done())
 	cc.SpireInformers.Start(informerCtx.Done())

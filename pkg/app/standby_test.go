@@ -32,7 +32,6 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/config"
-	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
 )
 
@@ -67,7 +66,7 @@ func TestWarmInformersAreTheControllers(t *testing.T) {
 					&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "tier-1", Labels: map[string]string{"tier": "1"}}},
 					&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "other"}})
 				cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
-				cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireClient)
+				cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
 				construct(cc)
 				t.Cleanup(func() {
 					cancel()
@@ -82,7 +81,7 @@ func TestWarmInformersAreTheControllers(t *testing.T) {
 				}
 			}
 			_, leader := caches(newControllers)
-			standbyContext, standby := caches(func(cc ControllerContext) { warmInformers(ctx, cc) })
+			standbyContext, standby := caches(func(cc ControllerContext) { warmInformers(cc) })
 			if diff := cmp.Diff(leader, standby); diff != "" {
 				t.Errorf("standby caches differ from the controllers' (-controllers +standby):\n%s", diff)
 			}
@@ -105,7 +104,7 @@ func started(ctx context.Context, cc ControllerContext) warmCaches {
 	}
 	if slices.Contains(c.Kube, "*v1.Pod") {
 		for _, obj := range cc.KubeInformers.Core().V1().Pods().Informer().GetStore().List() {
-			pod, _ := informercache.ViewOf(obj)
+			pod := obj.(*corev1.Pod)
 			c.Pods = append(c.Pods, pod.Namespace+"/"+pod.Name)
 		}
 	}
@@ -171,63 +170,26 @@ func TestStandbyOnlyReads(t *testing.T) {
 	}
 }
 
-// TestStandbyCachesPodsAsTheLeaderWill: a standby projects pods for the ClusterSPIFFEIDs of
-// its class as the leader's controllers do, so that a leader that took over from a standby
-// holds compact pods too, not the wide projections of the informers' first start.
-func TestStandbyCachesPodsAsTheLeaderWill(t *testing.T) {
-	cfg, err := config.Parse([]byte("trustDomain: example.org\nclusterName: c\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kubeClient := k8sfake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "a"}})
-	spireClient := spirefake.NewSimpleClientset(&spirev1alpha1.ClusterSPIFFEID{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: spirev1alpha1.ClusterSPIFFEIDSpec{
-			SPIFFEIDTemplate: "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
-		}})
-	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
-	cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireClient)
-	// Shutdown waits for the informers, which stop once ctx is cancelled.
-	defer cc.SpireInformers.Shutdown()
-	defer cc.KubeInformers.Shutdown()
-	defer cancel()
-	warmInformers(ctx, cc)
-	cc.KubeInformers.Start(ctx.Done())
-	cc.KubeInformers.WaitForCacheSync(ctx.Done())
-	for _, obj := range cc.KubeInformers.Core().V1().Pods().Informer().GetStore().List() {
-		if _, ok := obj.(*informercache.Pod); !ok {
-			t.Errorf("the standby caches a %T for a template an informercache.Pod covers", obj)
-		}
-	}
-}
-
 // TestWarmInformersCanListAgain: every informer a new leader waits for can be made to list
-// again, whether pods are projected (the binary) or cached whole (embedders' factories), so
-// that a quiet one catches up with the Lease in seconds rather than at the next bookmark.
+// again, so that a quiet one catches up with the Lease in seconds rather than at the next
+// bookmark.
 func TestWarmInformersCanListAgain(t *testing.T) {
 	cfg, err := config.Parse([]byte("trustDomain: example.org\nclusterName: c\nreconcile: {clusterSPIFFEIDs: true, clusterStaticEntries: true, clusterFederatedTrustDomains: true}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, projected := range []bool{true, false} {
-		kubeClient, spireClient := k8sfake.NewClientset(), spirefake.NewSimpleClientset()
-		cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
-		if projected {
-			cc.KubeInformers, cc.SpireInformers, cc.PodProjection = NewProjectedInformerFactories(kubeClient, spireClient)
-		} else {
-			cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
+	kubeClient, spireClient := k8sfake.NewClientset(), spirefake.NewSimpleClientset()
+	cc := ControllerContext{Config: cfg, KubeClient: kubeClient, SpireAPIClient: spireClient, SPIRE: spire.New(nil)}
+	cc.KubeInformers, cc.SpireInformers = NewInformerFactories(kubeClient, spireClient)
+	watched := warmInformers(cc)
+	var names []string
+	for _, w := range watched {
+		names = append(names, w.name)
+		if _, ok := w.informer.(interface{ Relist() }); !ok {
+			t.Errorf("the %s informer (%T) cannot list again", w.name, w.informer)
 		}
-		watched := warmInformers(context.Background(), cc)
-		var names []string
-		for _, w := range watched {
-			names = append(names, w.name)
-			if _, ok := w.informer.(interface{ Relist() }); !ok {
-				t.Errorf("projected pods %v: the %s informer (%T) cannot list again", projected, w.name, w.informer)
-			}
-		}
-		if len(watched) != 7 {
-			t.Errorf("projected pods %v: waits for %v, want the 7 informers the controllers read", projected, names)
-		}
+	}
+	if len(watched) != 7 {
+		t.Errorf("waits for %v, want the 7 informers the controllers read", names)
 	}
 }

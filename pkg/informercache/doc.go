@@ -15,17 +15,15 @@ limitations under the License.
 */
 
 // Package informercache is what the controllers' informers keep of the objects they cache,
-// and how the controllers read pods from it. At tens of thousands of pods the caches are
-// most of the process's memory, so they keep only what the controllers and the templates of
-// the active ClusterSPIFFEIDs read:
+// and how the controllers read pods. At tens of thousands of pods the caches are most of the
+// process's memory, so they keep only what the controllers read:
 //
-//   - Trim, the transform of factories other controllers may share: all that templates can
-//     see of pods and nodes, the labels of namespaces, the targets of EndpointSlices;
-//   - PodProjection, the transform and pod informer of a factory only spire-registrar reads
-//     (the standalone binary's): pods as Pods, which keep a pod's identity, labels, node and
-//     service account, what nearly every template reads, in 160 bytes and share what pods
-//     repeat; or, where templates read more, as Projected pods holding just that. When a
-//     ClusterSPIFFEID reads a field no cached pod holds, the informer lists pods again;
-//   - PodLister and View, which read a cached pod of any kind without expanding it, and
-//     expand it only to render.
+//   - NewTrim, the transform of every informer factory: of each pod one fixed set of fields
+//     (render.CachedPod: its metadata, the spec fields nearly every template reads, its phase
+//     and PodScheduled condition), as a *corev1.Pod whose label, annotation and node selector
+//     maps pods with the same ones share; of nodes what templates see, of namespaces their
+//     labels, of EndpointSlices their targets;
+//   - WholePods, which reads a pod whole from the API server for a ClusterSPIFFEID whose
+//     templates read more of it;
+//   - PodLister, which finds cached pods by UID, namespace and node.
 package informercache

@@ -19,6 +19,7 @@ package informercache
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,10 +40,10 @@ const (
 	nodeNameIndex = "spec.nodeName"
 )
 
-// PodLister reads the pods of a pod informer's cache, of any kind, as Views. Its functions
-// hand pods to a callback rather than return a slice: status counting walks every selected
-// pod of every ClusterSPIFFEID each second during a bulk, and a slice of views per walk was
-// most of what the controller allocated.
+// PodLister reads the pods of a pod informer's cache by UID, namespace and node. The pods are
+// the cache's and must not be modified. Its functions hand pods to a callback rather than
+// return a slice: status counting walks every selected pod of every ClusterSPIFFEID each
+// second during a bulk, and a slice per walk was most of what the controller allocated.
 type PodLister struct {
 	indexer cache.Indexer
 }
@@ -78,7 +79,7 @@ func uidBucket(uid types.UID) string {
 }
 
 func indexByUIDBucket(obj any) ([]string, error) {
-	pod, ok := ViewOf(obj)
+	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
 	}
@@ -86,43 +87,44 @@ func indexByUIDBucket(obj any) ([]string, error) {
 }
 
 func indexByNodeName(obj any) ([]string, error) {
-	pod, ok := ViewOf(obj)
-	if !ok || pod.NodeName == "" {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
 		return nil, nil
 	}
-	return []string{pod.NodeName}, nil
+	return []string{pod.Spec.NodeName}, nil
 }
 
 // ByUID returns the pod with a UID, false when the cache has none.
-func (l *PodLister) ByUID(uid types.UID) (View, bool, error) {
+func (l *PodLister) ByUID(uid types.UID) (*corev1.Pod, bool, error) {
 	objs, err := l.indexer.ByIndex(uidBucketIndex, uidBucket(uid))
 	if err != nil {
-		return View{}, false, fmt.Errorf("looking up pod %s: %w", uid, err)
+		return nil, false, fmt.Errorf("looking up pod %s: %w", uid, err)
 	}
 	for _, obj := range objs {
-		if pod, ok := ViewOf(obj); ok && pod.UID == uid {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.UID == uid {
 			return pod, true, nil
 		}
 	}
-	return View{}, false, nil
+	return nil, false, nil
 }
 
 // ByName returns the pod with a namespace and name, false when the cache has none.
-func (l *PodLister) ByName(namespace, name string) (View, bool) {
+func (l *PodLister) ByName(namespace, name string) (*corev1.Pod, bool) {
 	obj, exists, err := l.indexer.GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
-		return View{}, false
+		return nil, false
 	}
-	return ViewOf(obj)
+	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
 }
 
 // EachIn calls f with every pod of a namespace whose labels selector matches.
-func (l *PodLister) EachIn(namespace string, selector labels.Selector, f func(View)) error {
+func (l *PodLister) EachIn(namespace string, selector labels.Selector, f func(*corev1.Pod)) error {
 	objs, err := l.indexer.ByIndex(cache.NamespaceIndex, namespace)
 	if err != nil {
 		return fmt.Errorf("listing pods of %s: %w", namespace, err)
 	}
-	each(objs, func(pod View) {
+	each(objs, func(pod *corev1.Pod) {
 		if selector.Matches(labels.Set(pod.Labels)) {
 			f(pod)
 		}
@@ -131,7 +133,7 @@ func (l *PodLister) EachIn(namespace string, selector labels.Selector, f func(Vi
 }
 
 // EachOnNode calls f with every pod bound to a node.
-func (l *PodLister) EachOnNode(node string, f func(View)) error {
+func (l *PodLister) EachOnNode(node string, f func(*corev1.Pod)) error {
 	objs, err := l.indexer.ByIndex(nodeNameIndex, node)
 	if err != nil {
 		return fmt.Errorf("listing pods of node %s: %w", node, err)
@@ -141,13 +143,13 @@ func (l *PodLister) EachOnNode(node string, f func(View)) error {
 }
 
 // Each calls f with every cached pod.
-func (l *PodLister) Each(f func(View)) {
+func (l *PodLister) Each(f func(*corev1.Pod)) {
 	each(l.indexer.List(), f)
 }
 
-func each(objs []any, f func(View)) {
+func each(objs []any, f func(*corev1.Pod)) {
 	for _, obj := range objs {
-		if pod, ok := ViewOf(obj); ok {
+		if pod, ok := obj.(*corev1.Pod); ok {
 			f(pod)
 		}
 	}

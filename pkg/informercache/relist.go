@@ -33,7 +33,7 @@ import (
 // RelistableInformer is a shared informer that can be made to list every object again, without
 // a new informer or a new cache: the objects stay readable, and event handlers see the relist
 // as updates of what changed. Leadership uses it to learn when a cache has caught up with the
-// API server after an outage (see pkg/app), pod projections to project every pod anew.
+// API server after an outage (see pkg/app).
 type RelistableInformer struct {
 	cache.SharedIndexInformer
 	lw *relistingListWatch

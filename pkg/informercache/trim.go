@@ -21,33 +21,43 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-
-	"github.com/spire-registrar/spire-registrar/pkg/render"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
-// fullReach is all that templates can see of pods and nodes but managedFields: what a cache
-// keeps of them when it cannot tell which ClusterSPIFFEIDs will read what.
-var fullReach = render.FullReach()
+// NewTrim returns the transform of an informer factory: it keeps of each object what the
+// controllers and templates read, and of a pod render.CachedPod, as a *corev1.Pod whose maps
+// pods with the same ones share (see trimmer.trim). At tens of thousands of pods the caches
+// are most of the process's memory. Each transform owns the maps its pods share, so give each
+// factory its own. A binary whose own controllers need more of these objects should give them
+// factories of their own.
+func NewTrim() cache.TransformFunc {
+	t := &trimmer{maps: newMapInterner()}
+	return t.trim
+}
 
-// Trim keeps of each object what the controllers read: of pods and nodes all that templates
-// can see but managedFields (render.FullReach), and of pods also their phase and PodScheduled
-// condition; of namespaces their labels; of EndpointSlices their Service and endpoints'
-// targets and conditions; of PodCertificateRequests that have ended, all but their stub CSR
-// and certificate chain; of every other object all but managedFields. A running pod's status
-// and managedFields are often larger than the rest of it, and at tens of thousands of pods
-// the caches are most of the process's memory. It is the transform of informer factories
-// that other controllers may share, which need pods whole: an embedding binary whose own
-// controllers need more should pass factories of its own.
-func Trim(obj any) (any, error) {
+type trimmer struct {
+	maps *mapInterner
+}
+
+// trim keeps of pods what trimmer.pod keeps; of nodes all that templates can see but
+// managedFields; of namespaces what selectors read, their labels; of EndpointSlices their
+// Service and endpoints' targets and conditions; of PodCertificateRequests that have ended,
+// all but their stub CSR and certificate chain; of every other object all but managedFields.
+func (t *trimmer) trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return render.ProjectPod(o, fullReach), nil
+		return t.pod(o), nil
 	case *corev1.Node:
-		return render.ProjectNode(o, fullReach), nil
+		meta := o.ObjectMeta
+		meta.ManagedFields = nil
+		return &corev1.Node{ObjectMeta: meta, Spec: o.Spec}, nil
 	case *corev1.Namespace:
-		return render.ProjectNamespace(o), nil
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion, Labels: o.Labels, DeletionTimestamp: o.DeletionTimestamp,
+		}}, nil
 	case *discoveryv1.EndpointSlice:
-		return render.ProjectEndpointSlice(o), nil
+		return trimEndpointSlice(o), nil
 	case *certificatesv1.PodCertificateRequest:
 		return trimPodCertificateRequest(o), nil
 	}
@@ -55,6 +65,28 @@ func Trim(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimEndpointSlice keeps of a slice what render.ServicesOfPod, SlicePods and SliceListedPods
+// read: its Service label and its endpoints' targets and conditions.
+func trimEndpointSlice(slice *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
+		Name: slice.Name, Namespace: slice.Namespace, UID: slice.UID, ResourceVersion: slice.ResourceVersion,
+		DeletionTimestamp: slice.DeletionTimestamp,
+	}}
+	if svc, ok := slice.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	if len(slice.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(slice.Endpoints))
+		for i, ep := range slice.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{
+				TargetRef:  ep.TargetRef,
+				Conditions: discoveryv1.EndpointConditions{Ready: ep.Conditions.Ready, Terminating: ep.Conditions.Terminating},
+			}
+		}
+	}
+	return out
 }
 
 // trimPodCertificateRequest drops managedFields, and of a request that has ended (Issued,

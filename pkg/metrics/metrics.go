@@ -62,6 +62,14 @@ var (
 		Help: "Entries that could not be rendered, by kind of declaring resource.",
 	}, []string{"kind"})
 
+	// WholePodReads counts the pods read whole from the API server, for ClusterSPIFFEIDs whose
+	// templates read fields the pod cache does not keep, by result: found, not_found (the pod
+	// is gone) or error.
+	WholePodReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "whole_pod_reads_total",
+		Help: "Pods read whole from the API server for templates that read fields the pod cache does not keep, by result.",
+	}, []string{"result"})
+
 	// FullResyncs counts full resyncs by controller and result.
 	FullResyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "full_resyncs_total",
@@ -159,7 +167,7 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures,
+		SyncDuration, SPIRERequests, SPIRERequestDuration, SPIREItems, RenderFailures, WholePodReads,
 		FullResyncs, FullResyncStarts, LastFullResyncTime, LastFullResyncDuration, StaticManifestErrors,
 		PodEntryLatency, PodSPIREWriteDuration, ClusterSPIFFEIDEntries, ControllerSynced, ParkedKeys, spireReachable,
 		ConfigUnknownFields, ConfigDuplicateFields,

@@ -32,19 +32,6 @@ type FieldSet struct {
 	Fields sets.Set[string]
 }
 
-// Has reports whether the set holds the field.
-func (s FieldSet) Has(field string) bool {
-	return s.All || s.Fields.Has(field)
-}
-
-// Covers reports whether s holds every field of o.
-func (s FieldSet) Covers(o FieldSet) bool {
-	if s.All {
-		return true
-	}
-	return !o.All && s.Fields.IsSuperset(o.Fields)
-}
-
 func (s *FieldSet) add(field string) {
 	if s.Fields == nil {
 		s.Fields = sets.New[string]()
@@ -62,42 +49,25 @@ func (s *FieldSet) union(o FieldSet) {
 
 // Reach is what templates can read of the pod and node they render with: the top-level fields
 // of .PodMeta, .PodSpec, .NodeMeta and .NodeSpec. Whatever a template does with a field it
-// reads, the whole field counts, so a projection that keeps the fields of a Reach renders
-// every such template exactly as the full objects do.
+// reads, the whole field counts, so a template view holding only the fields of a Reach (see
+// template_view.go) renders every such template exactly as one holding every field does.
 type Reach struct {
 	PodMeta, PodSpec, NodeMeta, NodeSpec FieldSet
 }
 
-// Union adds o to r.
-func (r *Reach) Union(o Reach) {
+// union adds o to r.
+func (r *Reach) union(o Reach) {
 	r.PodMeta.union(o.PodMeta)
 	r.PodSpec.union(o.PodSpec)
 	r.NodeMeta.union(o.NodeMeta)
 	r.NodeSpec.union(o.NodeSpec)
 }
 
-// Covers reports whether r holds every field of o.
-func (r Reach) Covers(o Reach) bool {
-	return r.PodMeta.Covers(o.PodMeta) && r.PodSpec.Covers(o.PodSpec) &&
-		r.NodeMeta.Covers(o.NodeMeta) && r.NodeSpec.Covers(o.NodeSpec)
-}
-
-// Reach is what the parent ID template can read.
-func (r *Renderer) Reach() Reach {
-	return r.reach
-}
-
-// Reach is what the ClusterSPIFFEID's templates can read. One that did not compile renders
-// nothing and reads nothing.
-func (c *ClusterSPIFFEID) Reach() Reach {
-	return c.reach
-}
-
 func (c *ClusterSPIFFEID) templatesReach() Reach {
 	var reach Reach
-	reach.Union(TemplateReach(c.spiffeID.Template))
+	reach.union(TemplateReach(c.spiffeID.Template))
 	for _, t := range append(append([]*compiledTemplate{}, c.dnsNames...), c.workloadSelectors...) {
-		reach.Union(TemplateReach(t.Template))
+		reach.union(TemplateReach(t.Template))
 	}
 	return reach
 }
@@ -131,8 +101,8 @@ var partTypes = map[part]reflect.Type{
 // TemplateReach is what a template, with the templates it defines, can read. It walks the
 // parse trees and follows the data through the dot and variables. Whatever it cannot follow
 // exactly counts as reading all of an object: an object printed or passed whole to a
-// function (index, printf, len, a template call with an object, ...), ranged over, assigned
-// to a variable that held something else, or a method called on it.
+// function (index, printf, len, a template call with an object, ...), ranged over, or
+// assigned to a variable that held something else.
 func TemplateReach(t *template.Template) Reach {
 	w := &reachWalker{set: t, visited: map[calledTemplate]bool{}}
 	w.walkTemplate(t.Name(), root)
@@ -215,7 +185,7 @@ func (w *reachWalker) walk(node parse.Node, dot part) {
 			w.escape(v) // Printed.
 		}
 	case *parse.IfNode:
-		// An object is as nil or as non-nil in a projection as in the full data, so only
+		// An object is as nil or as non-nil in a view of some fields as in the whole one, so only
 		// what the condition reads counts. Its variables end with the else branch.
 		mark := len(w.vars)
 		w.pipe(n.Pipe, dot)
@@ -336,11 +306,10 @@ func (w *reachWalker) fields(v part, names []string) part {
 		case root:
 			v = rootFields[name] // other for TrustDomain and the like
 		default:
-			s := w.fieldSet(v)
+			// A name that is no field (a method, say) fails the template, which reads nothing:
+			// the view templates read has no methods.
 			if _, ok := partTypes[v].FieldByName(name); ok {
-				s.add(name)
-			} else {
-				s.All = true // A method, such as GetLabels, reads what it likes.
+				w.fieldSet(v).add(name)
 			}
 			v = other
 		}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,7 +33,6 @@ import (
 	spirelisters "github.com/spire-registrar/spire-registrar/generated/listers/spire/v1alpha1"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
 	"github.com/spire-registrar/spire-registrar/pkg/controller/runner"
-	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/metrics"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
@@ -119,7 +119,7 @@ func (c *Controller) selectedPods(clusterSPIFFEID *render.ClusterSPIFFEID) ([]ty
 		if ignored {
 			return nil
 		}
-		return c.pods.EachIn(ns, clusterSPIFFEID.PodSelector, func(pod informercache.View) {
+		return c.pods.EachIn(ns, clusterSPIFFEID.PodSelector, func(pod *corev1.Pod) {
 			uids = append(uids, pod.UID)
 		})
 	})
@@ -182,9 +182,9 @@ func (c *Controller) selectionStats(compiled *render.ClusterSPIFFEID, stats *spi
 			stats.NamespacesIgnored++
 			return nil
 		}
-		return c.pods.EachIn(ns, compiled.PodSelector, func(pod informercache.View) {
+		return c.pods.EachIn(ns, compiled.PodSelector, func(pod *corev1.Pod) {
 			stats.PodsSelected++
-			if pod.NodeName == "" && render.PhaseDeclaresEntries(pod.Phase) {
+			if pod.Spec.NodeName == "" && render.PhaseDeclaresEntries(pod.Status.Phase) {
 				unscheduled++
 			}
 		})

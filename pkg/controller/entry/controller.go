@@ -40,6 +40,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	clientset "k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -77,11 +78,6 @@ type Options struct {
 	// MaxResyncShare bounds the share of time full resyncs take, stretching ResyncInterval
 	// on a large server (see runner.Loop); 0 means runner.DefaultMaxResyncShare.
 	MaxResyncShare float64
-	// PodProjection, when the pod informer's pods are projected (see informercache), refuses
-	// a cached pod that lacks fields the ClusterSPIFFEIDs' templates can read: the sync fails
-	// and is retried, so that no entry is ever rendered from a partial pod. nil: pods are
-	// whole.
-	PodProjection *informercache.PodProjection
 }
 
 // Controller keeps SPIRE's entries equal to what ClusterSPIFFEIDs declare for pods and
@@ -114,7 +110,8 @@ type Controller struct {
 // it the controller reads no pod: asking for their informers would cache every pod of the
 // cluster for no use.
 type podSide struct {
-	pods            *informercache.PodLister           // pods, read as views and expanded only to render
+	pods            *informercache.PodLister           // pods as the cache keeps them (render.CachedPod)
+	wholePods       *informercache.WholePods           // pods read whole, for templates that read more
 	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors and templates
 	nodeLister      corelisters.NodeLister             // nodes, for templates and parent IDs
 	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
@@ -130,9 +127,12 @@ type podSide struct {
 // handlers but starts nothing: the caller starts the informer factories, then calls Run.
 //
 // When opts.SkipClusterSPIFFEIDs is set, only clusterStaticEntryInformer is used, the others
-// may be nil, and the controller has no pod side. kubeClient, which receives Events, and spireAPI, which writes the status
-// of our resources, may be nil: Events are then only logged and status is left alone (static
-// mode, where the resources are files). opts.DryRun has the same effect with both set.
+// may be nil, and the controller has no pod side. kubeClient, which receives Events, and
+// spireAPI, which writes the status of our resources, may be nil: Events are then only logged
+// and status is left alone (static mode, where the resources are files). opts.DryRun has the
+// same effect with both set. podClient reads pods whole for the ClusterSPIFFEIDs whose templates
+// read fields the pod cache does not keep (see informercache.WholePods); without it their pods
+// fail to sync.
 func NewController(
 	ctx context.Context,
 	podInformer coreinformers.PodInformer,
@@ -142,6 +142,7 @@ func NewController(
 	clusterSPIFFEIDInformer spireinformers.ClusterSPIFFEIDInformer,
 	clusterStaticEntryInformer spireinformers.ClusterStaticEntryInformer,
 	kubeClient clientset.Interface,
+	podClient corev1client.PodsGetter,
 	spireAPI spireclientset.Interface,
 	spireClient spire.EntryClient,
 	opts Options,
@@ -176,6 +177,7 @@ func NewController(
 	}
 	podQueue := runner.NewQueue[types.UID](podQueueName, 50, 500)
 	p := &podSide{
+		wholePods:        informercache.NewWholePods(podClient),
 		namespaceLister:  namespaceInformer.Lister(),
 		nodeLister:       nodeInformer.Lister(),
 		podQueue:         podQueue,
@@ -322,12 +324,12 @@ func unlessInitial(add func(obj any)) func(obj any, isInInitialList bool) {
 }
 
 func (c *Controller) enqueuePod(obj any) {
-	if pod, ok := informercache.ViewOf(obj); ok {
+	if pod, ok := runner.Unwrap[*corev1.Pod](obj); ok {
 		c.podQueue.Add(pod.UID)
 	}
 }
 
-func (c *Controller) enqueuePodView(pod informercache.View) {
+func (c *Controller) enqueueCachedPod(pod *corev1.Pod) {
 	c.podQueue.Add(pod.UID)
 }
 
@@ -343,12 +345,12 @@ func (c *Controller) enqueuePodUIDs(uids []types.UID) {
 // updates at scale are status updates, which this skips. A relist may pair versions of two
 // pods of one name: both are enqueued then.
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
-	oldPod, okOld := informercache.ViewOf(oldObj)
-	newPod, okNew := informercache.ViewOf(newObj)
+	oldPod, okOld := oldObj.(*corev1.Pod)
+	newPod, okNew := newObj.(*corev1.Pod)
 	if !okOld || !okNew || oldPod.ResourceVersion == newPod.ResourceVersion {
 		return
 	}
-	if !informercache.SameForEntries(oldObj, newObj) {
+	if !informercache.SameForEntries(oldPod, newPod) {
 		if oldPod.UID != newPod.UID {
 			c.podQueue.Add(oldPod.UID)
 		}
@@ -361,7 +363,7 @@ func (c *Controller) enqueuePodsIn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if err := c.pods.EachIn(ns.Name, labels.Everything(), c.enqueuePodView); err != nil {
+	if err := c.pods.EachIn(ns.Name, labels.Everything(), c.enqueueCachedPod); err != nil {
 		logger.Error(err, "Listing pods of namespace", "namespace", klog.KObj(ns))
 	}
 }
@@ -382,7 +384,7 @@ func (c *Controller) enqueuePodsOn(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if err := c.pods.EachOnNode(node.Name, c.enqueuePodView); err != nil {
+	if err := c.pods.EachOnNode(node.Name, c.enqueueCachedPod); err != nil {
 		logger.Error(err, "Listing pods of node", "node", klog.KObj(node))
 	}
 }

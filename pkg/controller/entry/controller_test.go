@@ -72,8 +72,8 @@ type envOptions struct {
 	dryRun     bool
 	// ignoreNamespace, when set, is the controller's IgnoreNamespace.
 	ignoreNamespace func(string) bool
-	// compactPods caches pods as informercache.Pods, as the standalone binary does.
-	compactPods bool
+	// trimmedPods caches pods as informercache.NewTrim keeps them, as the binary does.
+	trimmedPods bool
 }
 
 // newTestEnv builds a controller over fake clientsets with running informers and the
@@ -111,13 +111,8 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 	}
 
 	var kubeOptions []informers.SharedInformerOption
-	if o.compactPods {
-		kubeOptions = append(kubeOptions, informers.WithTransform(func(obj any) (any, error) {
-			if pod, ok := obj.(*corev1.Pod); ok {
-				return informercache.Compact(pod, 0), nil
-			}
-			return obj, nil
-		}))
+	if o.trimmedPods {
+		kubeOptions = append(kubeOptions, informers.WithTransform(informercache.NewTrim()))
 	}
 	kubeInformers := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, kubeOptions...)
 	spireInformers := spireinformers.NewSharedInformerFactory(env.spireAPI, 0)
@@ -125,7 +120,7 @@ func newTestEnvWith(t *testing.T, o envOptions, kubeObjects []runtime.Object, sp
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
 		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		kubeClient, env.spireAPI, spireClient,
+		kubeClient, env.kube.CoreV1(), env.spireAPI, spireClient,
 		Options{
 			Settings: render.Settings{
 				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),

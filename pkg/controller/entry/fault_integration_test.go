@@ -789,7 +789,7 @@ func TestInitialResyncListFailingMidPaginationWritesNothing(t *testing.T) {
 		kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(), kubeInformers.Core().V1().Nodes(),
 		kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		nil, spireAPI, client, entry.Options{
+		nil, nil, spireAPI, client, entry.Options{
 			Settings: render.Settings{
 				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/node/{{ .NodeMeta.Name }}",

@@ -54,7 +54,7 @@ func newHandlerTestController(t *testing.T, objects ...runtime.Object) *Controll
 	slices := kubeInformers.Discovery().V1().EndpointSlices()
 	c, err := NewController(ctx, pods, namespaces, nodes, slices,
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		nil, nil, nil, Options{
+		nil, nil, nil, nil, Options{
 			Settings: render.Settings{
 				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",
@@ -355,7 +355,7 @@ func TestInitialListQueuesNoPodSync(t *testing.T) {
 	c, err := NewController(ctx, kubeInformers.Core().V1().Pods(), kubeInformers.Core().V1().Namespaces(),
 		kubeInformers.Core().V1().Nodes(), kubeInformers.Discovery().V1().EndpointSlices(),
 		spireInformers.Spire().V1alpha1().ClusterSPIFFEIDs(), spireInformers.Spire().V1alpha1().ClusterStaticEntries(),
-		nil, nil, nil, Options{
+		nil, nil, nil, nil, Options{
 			Settings: render.Settings{
 				TrustDomain:      spiffeid.RequireTrustDomainFromString("example.org"),
 				ParentIDTemplate: "spiffe://{{ .TrustDomain }}/k8s-node/{{ .NodeMeta.Name }}",

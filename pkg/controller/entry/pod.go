@@ -36,9 +36,10 @@ import (
 )
 
 // syncPod makes SPIRE's entries for one pod equal to what applies to it now. A pod that is
-// gone, or no longer eligible, declares nothing, so its entries are deleted.
+// gone, or no longer eligible, declares nothing, so its entries are deleted. A pod that must be
+// read whole and cannot be leaves its entries as they are: the sync fails and is retried.
 func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
-	cached, found, err := c.pods.ByUID(uid)
+	pod, found, err := c.pods.ByUID(uid)
 	if err != nil {
 		return err
 	}
@@ -46,15 +47,17 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	var pod *corev1.Pod
+	if found {
+		if pod, found, err = c.podToRender(ctx, pod, clusterSPIFFEIDs); err != nil {
+			return err
+		}
+	}
 	var declared []*render.DeclaredEntry
 	var renderFailures []string
 	if found {
-		if err := c.opts.PodProjection.Check(cached, clusterSPIFFEIDs); err != nil {
-			return err
-		}
-		pod = cached.Pod()
 		declared, renderFailures = c.declarePod(ctx, pod, clusterSPIFFEIDs)
+	} else {
+		pod = nil
 	}
 	res, err := c.reconciler.Sync(ctx, reconciler.PodScope(uid, renderFailures...), declared)
 	if pod != nil {
@@ -63,6 +66,21 @@ func (c *Controller) syncPod(ctx context.Context, uid types.UID) error {
 	c.observePodSync(ctx, uid, pod, declared, res, err)
 	c.clusterSPIFFEIDs.status.enqueuePaced(res.StatusChanged)
 	return err
+}
+
+// podToRender returns the pod to render a cached pod's entries from: the cached pod, or, when
+// one of the ClusterSPIFFEIDs that select it reads fields the cache does not keep
+// (render.NeedsWholePod), the pod read whole from the API server. It reports false when the
+// API server no longer holds the pod, and fails when it cannot be read.
+func (c *Controller) podToRender(ctx context.Context, cached *corev1.Pod, clusterSPIFFEIDs []*render.ClusterSPIFFEID) (*corev1.Pod, bool, error) {
+	if !render.PodDeclaresEntries(cached) || c.opts.IgnoreNamespace(cached.Namespace) {
+		return cached, true, nil
+	}
+	ns, err := c.namespaceLister.Get(cached.Namespace)
+	if err != nil || !render.NeedsWholePod(clusterSPIFFEIDs, ns, cached) {
+		return cached, true, nil // declarePod deals with a namespace not in the cache
+	}
+	return c.wholePods.Get(ctx, cached)
 }
 
 // activeClusterSPIFFEIDs returns the compiled ClusterSPIFFEIDs of this controller's class,

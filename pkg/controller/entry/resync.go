@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/reconciler"
 )
 
@@ -85,25 +84,29 @@ func (c *Controller) declaredPods(ctx context.Context) (reconciler.Declared, map
 	if err != nil {
 		return declared, nil, err
 	}
-	// Rendering keeps nothing of the pod but strings, so one expansion serves every pod.
-	var scratch corev1.Pod
-	var notProjected error
-	c.pods.Each(func(cached informercache.View) {
-		if notProjected != nil {
+	// A pod that must be read whole and cannot be fails the resync, which then writes nothing
+	// and is retried: its entries must not turn into deletes.
+	var readErr error
+	c.pods.Each(func(cached *corev1.Pod) {
+		if readErr != nil {
 			return
 		}
-		if notProjected = c.opts.PodProjection.Check(cached, clusterSPIFFEIDs); notProjected != nil {
+		pod, found, err := c.podToRender(ctx, cached, clusterSPIFFEIDs)
+		if err != nil {
+			readErr = err
 			return
 		}
-		pod := cached.PodInto(&scratch)
+		if !found {
+			return // Gone: the informer's delete event follows.
+		}
 		entries, failed := c.declarePod(ctx, pod, clusterSPIFFEIDs)
 		declared.Entries = append(declared.Entries, entries...)
 		if len(failed) > 0 {
 			renderFailures[pod.UID] = failed
 		}
 	})
-	if notProjected != nil {
-		return declared, nil, notProjected
+	if readErr != nil {
+		return declared, nil, readErr
 	}
 	return declared, renderFailures, nil
 }

@@ -94,9 +94,6 @@ type Options struct {
 	ResyncInterval time.Duration
 	// MaxResyncShare bounds the share of time resyncs take (see runner.Loop).
 	MaxResyncShare float64
-	// PodProjection, when pods are projected, refuses a cached pod that lacks fields the
-	// ClusterSPIFFEIDs read (see informercache.PodProjection); nil: pods are whole.
-	PodProjection *informercache.PodProjection
 	// DefaultTTL is the lifetime of a certificate whose ClusterSPIFFEID sets no ttl (0:
 	// podcert.DefaultTTL); MaxTTL, when positive, caps every certificate's.
 	DefaultTTL, MaxTTL time.Duration
@@ -131,7 +128,8 @@ type Controller struct {
 	requests certlisters.PodCertificateRequestLister // the requests for the signer name
 	bundles  certlisters.ClusterTrustBundleLister    // the bundles, at least those marked as spire-registrar's
 
-	pods            *informercache.PodLister           // pods, read as views and expanded to render
+	pods            *informercache.PodLister           // pods as the cache keeps them (render.CachedPod)
+	wholePods       *informercache.WholePods           // pods read whole, for templates that read more
 	namespaceLister corelisters.NamespaceLister        // namespaces, for selectors
 	nodeLister      corelisters.NodeLister             // nodes, for the request check and templates
 	slices          *informercache.EndpointSliceLister // EndpointSlices by the pods they target
@@ -182,11 +180,12 @@ func NewController(
 		return nil, err
 	}
 	c := &Controller{
-		opts:     opts,
-		renderer: r,
-		client:   client,
-		lookups:  newPodLookups(client),
-		ca:       newCAHolder(authority, opts.CATTL),
+		opts:      opts,
+		renderer:  r,
+		client:    client,
+		lookups:   newPodLookups(client),
+		wholePods: informercache.NewWholePods(client.CoreV1()),
+		ca:        newCAHolder(authority, opts.CATTL),
 		// Request outcomes are in their status, and the kubelet tells the pod in an Event of
 		// its own; Events of this controller's are only logged.
 		events:   runner.NewEvents(ctx, ControllerName, nil, true),

@@ -46,7 +46,6 @@ import (
 	spirefake "github.com/spire-registrar/spire-registrar/generated/clientset/versioned/fake"
 	spireinformers "github.com/spire-registrar/spire-registrar/generated/informers/externalversions"
 	spirev1alpha1 "github.com/spire-registrar/spire-registrar/pkg/apis/spire/v1alpha1"
-	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 	"github.com/spire-registrar/spire-registrar/pkg/spire"
@@ -235,7 +234,7 @@ func (env *testEnv) addToCache(t *testing.T, objs ...runtime.Object) {
 			indexer = env.requests
 		case *certificatesv1.ClusterTrustBundle:
 			indexer = env.bundles
-		case *corev1.Pod, *informercache.Pod:
+		case *corev1.Pod:
 			indexer = env.pods
 		case *corev1.Namespace:
 			indexer = env.namespaces

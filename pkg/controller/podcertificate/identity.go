@@ -17,6 +17,7 @@ limitations under the License.
 package podcertificate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,7 +28,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/spire-registrar/spire-registrar/pkg/informercache"
 	"github.com/spire-registrar/spire-registrar/pkg/podcert"
 	"github.com/spire-registrar/spire-registrar/pkg/render"
 )
@@ -50,18 +50,16 @@ const maxFailuresNamed = 3
 // pod with no such entry gets errNoIdentityYet, with the denial it is due: a denial is final,
 // and the ClusterSPIFFEIDs, the namespace and the pod may change (a ClusterSPIFFEID applied
 // again, or not in the informer yet), so the caller waits before it denies (mayPass).
-// Another error means the identity cannot be told yet: the pod in the cache lacks fields a
-// template reads. A pod in an ignored namespace, which no change short of a restart can give
-// an identity, and an identity refused for what it is, are denied at once.
-func (c *Controller) identityOf(view informercache.View, pod *corev1.Pod, node *corev1.Node, named string) (*identity, *podcert.Decision, error) {
+// Another error means the identity cannot be told yet: the pod, which a template reads more of
+// than the cache keeps, cannot be read whole (errInformerLag when the API server no longer
+// holds it). A pod in an ignored namespace, which no change short of a restart can give an
+// identity, and an identity refused for what it is, are denied at once.
+func (c *Controller) identityOf(ctx context.Context, pod *corev1.Pod, node *corev1.Node, named string) (*identity, *podcert.Decision, error) {
 	all, err := c.clusterSPIFFEIDLister.List(labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing ClusterSPIFFEIDs: %w", err)
 	}
 	active := c.compiled.Active(all, c.opts.Class.Matches)
-	if err := c.opts.PodProjection.Check(view, active); err != nil {
-		return nil, nil, err
-	}
 	if c.opts.IgnoreNamespace(pod.Namespace) {
 		return nil, podcert.Decide(podcert.ReasonNoIdentity, "pod %s/%s is in namespace %s, which the config ignores (ignoreNamespaces, cacheNamespaces)",
 			pod.Namespace, pod.Name, pod.Namespace), nil
@@ -69,6 +67,16 @@ func (c *Controller) identityOf(view informercache.View, pod *corev1.Pod, node *
 	ns, err := c.namespaceLister.Get(pod.Namespace)
 	if err != nil {
 		return nil, nil, fmt.Errorf("getting the namespace of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if render.NeedsWholePod(active, ns, pod) {
+		whole, found, err := c.wholePods.Get(ctx, pod)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !found {
+			return nil, nil, errInformerLag
+		}
+		pod = whole
 	}
 	slices, err := c.slices.ForPod(pod.Namespace, pod.Name)
 	if err != nil {

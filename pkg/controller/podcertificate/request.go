@@ -116,11 +116,7 @@ func (c *Controller) decide(ctx context.Context, req *certificatesv1.PodCertific
 	if d != nil {
 		return nil, d, nil
 	}
-	var pod *corev1.Pod
-	view, found := c.pods.ByName(req.Namespace, req.Spec.PodName)
-	if found {
-		pod = view.Pod()
-	}
+	pod, _ := c.pods.ByName(req.Namespace, req.Spec.PodName)
 	node, err := c.nodeLister.Get(string(req.Spec.NodeName))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, nil, fmt.Errorf("getting node %s: %w", req.Spec.NodeName, err)
@@ -133,7 +129,7 @@ func (c *Controller) decide(ctx context.Context, req *certificatesv1.PodCertific
 		}
 		return nil, d, nil
 	}
-	id, d, err := c.identityOf(view, pod, node, named)
+	id, d, err := c.identityOf(ctx, pod, node, named)
 	if err != nil || d != nil {
 		return nil, d, err
 	}

@@ -569,21 +569,29 @@ func TestSyncRequestDryRun(t *testing.T) {
 	}
 }
 
-// TestSyncRequestWithCompactPods: with pods cached in compact form, as the binary caches
-// them, a request is checked and issued as with whole pods.
-func TestSyncRequestWithCompactPods(t *testing.T) {
+// TestSyncRequestWithTrimmedPods: with pods cached as the binary caches them
+// (informercache.NewTrim), a request is checked and issued as with whole pods; a
+// ClusterSPIFFEID that reads a field the cache does not keep renders from the pod read whole.
+func TestSyncRequestWithTrimmedPods(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		change     func(*corev1.Pod)
+		dnsName    string         // the ClusterSPIFFEID's DNS name template, when not the usual one
+		wantDNS    string         // the certificate's DNS name: "web.prod.svc" when empty
 		wantDenied podcert.Reason // "": issued
 	}{
 		{name: "issued"},
 		{name: "pod finished", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, wantDenied: podcert.ReasonPodFinished},
 		{name: "pod replaced", change: func(p *corev1.Pod) { p.UID = "uid-of-the-new-pod" }, wantDenied: podcert.ReasonPodMismatch},
+		{name: "template reads a container", change: func(p *corev1.Pod) { p.Spec.Containers = []corev1.Container{{Name: "app"}} },
+			dnsName: "{{ (index .PodSpec.Containers 0).Name }}.{{ .PodMeta.Namespace }}.svc", wantDNS: "app.prod.svc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, envOptions{})
 			cl := newCluster()
+			if tc.dnsName != "" {
+				cl.csid.Spec.DNSNameTemplates = []string{tc.dnsName}
+			}
 			key := newP256Key(t)
 			req := kubeletRequest(t, cl.pod, cl.node, key)
 			if tc.change != nil {
@@ -592,12 +600,20 @@ func TestSyncRequestWithCompactPods(t *testing.T) {
 			env.add(t, cl.ns, cl.node, cl.csid)
 			env.addToAPI(t, cl.pod)
 			env.add(t, req)
-			env.addToCache(t, informercache.Compact(cl.pod, 0))
+			trimmed, err := informercache.NewTrim()(cl.pod.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.addToCache(t, trimmed.(*corev1.Pod))
 			if err := env.sync(req); err != nil {
 				t.Fatalf("syncRequest: %v", err)
 			}
 			if tc.wantDenied == "" {
-				checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{"web.prod.svc"})
+				dns := tc.wantDNS
+				if dns == "" {
+					dns = "web.prod.svc"
+				}
+				checkIssued(t, env, req, key, "spiffe://example.org/ns/prod/sa/web-sa", []string{dns})
 				return
 			}
 			if cond := condition(t, env.request(t, req)); cond.Reason != string(tc.wantDenied) {

@@ -203,8 +203,9 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj any) {
 // (its labels, say); status updates do not. Most pods have no waiting request, and cost a
 // map lookup.
 func (c *Controller) onPodUpdate(oldObj, newObj any) {
-	pod, ok := informercache.ViewOf(newObj)
-	if !ok || !c.waiting.hasPod(pod.Namespace, pod.Name) || informercache.SameForEntries(oldObj, newObj) {
+	oldPod, okOld := oldObj.(*corev1.Pod)
+	pod, ok := newObj.(*corev1.Pod)
+	if !ok || !okOld || !c.waiting.hasPod(pod.Namespace, pod.Name) || informercache.SameForEntries(oldPod, pod) {
 		return
 	}
 	c.requeueWaiting(pod.Namespace, pod.Name)
