@@ -16,8 +16,7 @@
 #   7. hack/build-tools.sh: build every real binary the tests use from its pinned module into the
 #      per-user cache, so that on a cold machine the long build happens here and not inside go
 #      test's timeout (no test needs kubectl: manifests are rendered with kustomize's library);
-#   8. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test),
-#      the longest packages first (see longest below);
+#   8. go test -race -timeout 30m ./... (extra arguments to this script are passed to go test);
 #   9. hack/fuzz.sh: every fuzz target for FUZZTIME (default here 3s), a smoke run that finds
 #      shallow crashes in new code; longer runs are `hack/fuzz.sh 10m`.
 # The static checks come first so that a formatting or lint slip fails in minutes, not after
@@ -50,12 +49,7 @@ step "golangci-lint (hack/verify-lint.sh)" hack/verify-lint.sh
 step "actionlint (hack/verify-workflows.sh)" hack/verify-workflows.sh
 step "install Debian packages the tests use (hack/install-deps.sh)" hack/install-deps.sh
 step "build real binaries (hack/build-tools.sh)" hack/build-tools.sh
-# go test runs at most one package per core at a time, and starts them in the order they are
-# named. The packages that wait longest on real components (a 5-minute SPIRE outage, a 2-minute
-# API server outage) start first, so that the run does not end with one of them alone; ./...
-# adds the rest once each. Their durations on a 2-core machine: 381, 350, 288, 140 and 133 s.
-longest=(./cmd/spire-registrar ./test/restore ./test/podcertificates ./pkg/controller/entry ./test/dropin)
 # -count=1: the real-component tests must really run, not be replayed from the test cache.
-step "go test -race" go test -race -count=1 -timeout 30m "$@" "${longest[@]}" ./...
+step "go test -race" go test -race -count=1 -timeout 30m "$@" ./...
 step "short fuzz run (hack/fuzz.sh)" hack/fuzz.sh "${FUZZTIME:-3s}"
 echo "=== test: all passed in $((SECONDS - total))s"
